@@ -1,0 +1,10 @@
+"""pullback: a differentiable-programming compiler for Python + NumPy."""
+
+from . import ops as _ops  # noqa: F401  (registers the primitives)
+from .errors import CompileError, ConcretizationError, ShapeError, UnsupportedError
+from .ir.types import bool_, float32, float64, int32, int64
+
+__all__ = [
+    "CompileError", "ConcretizationError", "ShapeError", "UnsupportedError",
+    "bool_", "float32", "float64", "int32", "int64",
+]

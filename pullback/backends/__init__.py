@@ -1,0 +1,1 @@
+"""Backends: ``interp`` (reference, NumPy) and, later, ``c`` (native)."""

@@ -1,0 +1,1 @@
+"""Graph IR: types, values, equations, blocks, functions; builder, printer, parser, verifier."""
