@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from ..ir.core import Block, Func, Lit, Module, Var
+from ..ir.core import Block, Func, Lit, Module
 from ..ir.types import StackType, TensorType, Type
 
 
