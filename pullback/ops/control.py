@@ -189,7 +189,10 @@ debug_print = Op(
 #: Exceptions a failed ``check`` may raise (what plain Python would have raised).
 CHECK_EXCEPTIONS = {
     e.__name__: e
-    for e in (AssertionError, IndexError, ValueError, ZeroDivisionError, OverflowError)
+    for e in (
+        AssertionError, IndexError, ValueError, ZeroDivisionError, OverflowError,
+        np.linalg.LinAlgError,
+    )
 }
 
 
