@@ -124,3 +124,16 @@ def build_func(name: str, in_types: Sequence[Type], body: Callable[..., Any]) ->
     with Builder() as b:
         params = [b.param(t) for t in in_types]
         return b.finish(name, body(*params))
+
+
+def declare_func(name: str, in_types: Sequence[Type], out_types: Sequence[Type]) -> Func:
+    """A function with a signature and no body yet, so that its body can ``call`` it."""
+    return Func(name, Block([Var(t) for t in in_types]), out_types)
+
+
+def define_func(func: Func, body: Callable[..., Any]) -> Func:
+    """Give a declared function its body: ``body(*params)`` emits it, returns the results."""
+    with Builder() as b:
+        b.frame.params = list(func.block.params)
+        func.block = b.finish(func.name, body(*func.block.params)).block
+    return func

@@ -184,6 +184,8 @@ def broadcast_shapes(*shapes: tuple[int, ...]) -> tuple[int, ...]:
 
 def type_of_value(value) -> TensorType:
     """The type of a concrete Python scalar or NumPy value (Python scalars are weak)."""
+    if isinstance(value, (np.generic, np.ndarray)):  # np.float64 subclasses float
+        return TensorType(tuple(int(d) for d in value.shape), dtype(value.dtype))
     if isinstance(value, bool):
         return TensorType((), bool_, True)
     if isinstance(value, int):
