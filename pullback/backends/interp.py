@@ -73,16 +73,18 @@ def _run_block(block: Block, args: Sequence[Any], parent: _Env | None) -> list[A
 
 
 def _as_input(x: Any, t: Type, i: int) -> Any:
-    if isinstance(t, TensorType):
-        arr = np.asarray(x)
-        if arr.shape != t.shape:
-            raise ValueError(f"argument {i}: shape {arr.shape} does not match {t}")
-        if arr.dtype != t.dtype.np:
-            if not np.can_cast(arr.dtype, t.dtype.np, "same_kind"):
-                raise TypeError(f"argument {i}: dtype {arr.dtype} does not match {t}")
-            arr = arr.astype(t.dtype.np)
-        return arr
-    return x
+    """An argument as the parameter's array; only Python scalars are converted."""
+    if not isinstance(t, TensorType):
+        return x
+    python_scalar = isinstance(x, (bool, int, float)) and not isinstance(x, np.generic)
+    arr = np.asarray(x)
+    if arr.shape != t.shape:
+        raise ValueError(f"argument {i}: shape {arr.shape} does not match {t}")
+    if arr.dtype != t.dtype.np:
+        if not (python_scalar and np.can_cast(arr.dtype, t.dtype.np, "same_kind")):
+            raise TypeError(f"argument {i}: dtype {arr.dtype} does not match {t}")
+        arr = arr.astype(t.dtype.np)
+    return arr
 
 
 def run(fn: Func | Module, *args: Any) -> list[Any]:
