@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from harness import roundtrip
 
+from harness import roundtrip
 from pullback.backends import interp
 from pullback.errors import ShapeError
 from pullback.ir.builder import build_func, current, declare_func, define_func
