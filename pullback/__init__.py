@@ -3,8 +3,18 @@
 from . import ops as _ops  # noqa: F401  (registers the primitives)
 from .errors import CompileError, ConcretizationError, ShapeError, UnsupportedError
 from .ir.types import bool_, float32, float64, int32, int64
+from .tree import (
+    TreeDef,
+    register_pytree,
+    tree_flatten,
+    tree_leaves,
+    tree_map,
+    tree_structure,
+    tree_unflatten,
+)
 
 __all__ = [
-    "CompileError", "ConcretizationError", "ShapeError", "UnsupportedError",
-    "bool_", "float32", "float64", "int32", "int64",
+    "CompileError", "ConcretizationError", "ShapeError", "TreeDef", "UnsupportedError",
+    "bool_", "float32", "float64", "int32", "int64", "register_pytree", "tree_flatten",
+    "tree_leaves", "tree_map", "tree_structure", "tree_unflatten",
 ]
