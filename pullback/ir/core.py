@@ -92,7 +92,8 @@ class Eqn:
     def blocks(self) -> Iterator[Block]:
         """The blocks this equation owns (the bodies of control flow)."""
         for name in self.op.blocks:
-            yield self.params[name]
+            if name in self.params:  # a missing region is the verifier's to report
+                yield self.params[name]
 
     def __repr__(self) -> str:
         return f"Eqn({self.op.name}, {len(self.inputs)} in, {len(self.outputs)} out)"
@@ -155,6 +156,11 @@ class Func:
                     todo.append(callee)
         return [f for k, f in seen.items() if k != id(self)]
 
+    def __str__(self) -> str:
+        from .printer import format_func
+
+        return format_func(self)
+
     def __repr__(self) -> str:
         sig = ", ".join(str(t) for t in self.in_types)
         res = ", ".join(str(t) for t in self.out_types)
@@ -179,6 +185,11 @@ class Module:
     @property
     def main(self) -> Func:
         return self.funcs[self.entry]
+
+    def __str__(self) -> str:
+        from .printer import format_module
+
+        return format_module(self)
 
 
 __all__ = [
