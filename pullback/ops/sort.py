@@ -1,1 +1,63 @@
-"""(being written)"""
+"""``sort``: a stable, lexicographic, multi-operand sort along one axis.
+
+``sort(*xs){axis, num_keys, descending}`` orders the positions along ``axis`` by the
+first ``num_keys`` operands — the first key decides, later keys break its ties — and
+returns every operand permuted the same way, so ``argsort`` is ``sort(x, iota)`` and a
+sort carries its payload along.
+
+The order of one key is NumPy's: ascending by ``<``, with NaN after every number and all
+NaNs equal; ``-0.0`` and ``0.0`` are equal.  ``descending=True`` reverses that order
+(largest first, NaN before every number) but *not* stability: positions whose keys are
+all equal keep their original relative order in both directions.  So a descending sort
+is not the reverse of the ascending one wherever keys tie.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import ShapeError
+from ..ir.op import Op
+from ..ir.types import TensorType
+
+
+def _sort_infer(ts, axis, num_keys, descending):
+    if not ts:
+        raise ShapeError("sort needs at least one operand")
+    shapes = {t.shape for t in ts}
+    shown = ", ".join(str(t) for t in ts)
+    if len(shapes) > 1:
+        raise ShapeError(f"sort needs operands of one shape, got {shown}")
+    if not 1 <= num_keys <= len(ts):
+        raise ShapeError(f"sort: num_keys={num_keys} must be in 1..{len(ts)} for {shown}")
+    if not 0 <= axis < ts[0].ndim:
+        raise ShapeError(f"sort: axis {axis} is out of bounds for {ts[0]}")
+    return [TensorType(t.shape, t.dtype) for t in ts]
+
+
+def _rank(key: np.ndarray) -> np.ndarray:
+    """Dense ranks in NumPy's sort order (NaNs last and equal, -0.0 == 0.0)."""
+    return np.unique(key, return_inverse=True)[1].reshape(key.shape)
+
+
+def _sort_impl(*xs, axis, num_keys, descending):
+    moved = [np.moveaxis(x, axis, -1) for x in xs]
+    perm = np.broadcast_to(np.arange(moved[0].shape[-1]), moved[0].shape)
+    # Stable passes from the least significant key to the most significant one.
+    for key in reversed(moved[:num_keys]):
+        rank = _rank(key)
+        if descending:
+            rank = -rank
+        order = np.argsort(np.take_along_axis(rank, perm, -1), axis=-1, kind="stable")
+        perm = np.take_along_axis(perm, order, -1)
+    return [np.moveaxis(np.take_along_axis(x, perm, -1), -1, axis).copy() for x in moved]
+
+
+sort = Op(
+    "sort",
+    infer=_sort_infer,
+    impl=_sort_impl,
+    params={"axis": "int", "num_keys": "int", "descending": "bool"},
+    multiple_results=True,
+    fusion="opaque",
+)
