@@ -8,29 +8,7 @@ from pullback.errors import ShapeError
 from pullback.ir.types import TensorType, dtype, float32, float64, int32, int64
 from pullback.ops import conv as C
 from pullback.ops import random as R
-
-DTYPES = [np.bool_, np.int32, np.int64, np.float32, np.float64]
-TOL = {np.dtype(np.float32): 1e-5, np.dtype(np.float64): 1e-12}
-
-
-def arr(shape, dt, seed=0):
-    rng = np.random.default_rng(seed)
-    if np.dtype(dt) == np.bool_:
-        return rng.random(shape) < 0.5
-    return np.asarray((rng.standard_normal(shape) * 3).astype(dt))
-
-
-def close(got, want):
-    assert got.dtype == want.dtype and got.shape == want.shape
-    if got.dtype.kind == "f":
-        np.testing.assert_allclose(got, want, rtol=TOL[got.dtype], atol=TOL[got.dtype])
-    else:
-        np.testing.assert_array_equal(got, want)
-
-
-def tt(shape, dt=float32):
-    return TensorType(shape, dt)
-
+from samples import DTYPES, arr, assert_same, tt
 
 # -- conv -----------------------------------------------------------------------------
 
@@ -83,7 +61,7 @@ def test_conv(dt, sl, sr, strides, padding, ld, rd, out):
     assert infer(C.conv, tt(sl, dtype(dt)), tt(sr, dtype(dt)), **params) == [tt(out, dtype(dt))]
     lhs, rhs = arr(sl, dt, 1), arr(sr, dt, 2)
     (got,) = run_op(C.conv, lhs, rhs, **params)
-    close(got, conv_ref(lhs, rhs, strides, padding, ld, rd, out[2:]))
+    assert_same(got, conv_ref(lhs, rhs, strides, padding, ld, rd, out[2:]))
 
 
 @pytest.mark.parametrize("dt", [np.int32, np.float64])
@@ -92,7 +70,7 @@ def test_conv_is_numpy_correlate(dt, n, m):
     a, v = arr(n, dt, 3), arr(m, dt, 4)
     (got,) = run_op(C.conv, a[None, None], v[None, None], strides=(1,), padding=((m - 1, m - 1),),
                     lhs_dilation=(1,), rhs_dilation=(1,))
-    close(got[0, 0], np.correlate(a, v, "full"))
+    assert_same(got[0, 0], np.correlate(a, v, "full"))
 
 
 @pytest.mark.parametrize("sl,dl,sr,dr,strides,padding,ld,rd", [

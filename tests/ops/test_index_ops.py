@@ -5,25 +5,9 @@ import pytest
 
 from opcheck import infer, run_op
 from pullback.errors import ShapeError
-from pullback.ir.types import TensorType, bool_, float32, int32, int64
+from pullback.ir.types import bool_, float32, int32, int64
 from pullback.ops import index as X
-
-DTYPES = [np.bool_, np.int32, np.int64, np.float32, np.float64]
-NUMERIC = DTYPES[1:]
-
-
-def arr(shape, dt, seed=0):
-    rng = np.random.default_rng(seed)
-    return np.asarray((rng.standard_normal(shape) * 5).astype(dt))
-
-
-def same(got, want):
-    assert got.dtype == want.dtype and got.shape == want.shape
-    np.testing.assert_array_equal(got, want)
-
-
-def tt(shape, dt=float32):
-    return TensorType(shape, dt)
+from samples import DTYPES, NUMERIC, arr, assert_same, tt
 
 
 def clamped_window(shape, starts, sizes):
@@ -52,7 +36,7 @@ WINDOWS = [
 def test_dynamic_slice(dt, idt, shape, starts, sizes):
     x = arr(shape, dt)
     (got,) = run_op(X.dynamic_slice, x, *[idt(s) for s in starts], sizes=sizes)
-    same(got, x[clamped_window(shape, starts, sizes)])
+    assert_same(got, x[clamped_window(shape, starts, sizes)])
 
 
 @pytest.mark.parametrize("dt", DTYPES)
@@ -62,7 +46,7 @@ def test_dynamic_update_slice(dt, shape, starts, sizes):
     (got,) = run_op(X.dynamic_update_slice, x, upd, *[np.int64(s) for s in starts])
     want = x.copy()
     want[clamped_window(shape, starts, sizes)] = upd
-    same(got, want)
+    assert_same(got, want)
 
 
 @pytest.mark.parametrize("types,sizes", [
@@ -108,7 +92,7 @@ GATHERS = [
 def test_gather(dt, idt, shape, axis, idx):
     x, idx = arr(shape, dt), np.asarray(idx, idt)
     (got,) = run_op(X.gather, x, idx, axis=axis)
-    same(got, np.take(x, idx, axis=axis))
+    assert_same(got, np.take(x, idx, axis=axis))
 
 
 def updates(x, idx, axis, dt):
@@ -126,7 +110,7 @@ def test_scatter(dt, shape, axis, idx):
     upd_moved = np.moveaxis(upd.reshape(x.shape[:axis] + (idx.size,) + x.shape[axis + 1:]), axis, 0)
     for k, i in enumerate(idx.ravel()):  # one write after the other: the last one wins
         moved[i] = upd_moved[k]
-    same(got, want)
+    assert_same(got, want)
 
 
 @pytest.mark.parametrize("dt", NUMERIC)
@@ -146,7 +130,7 @@ def test_scatter_add(dt, shape, axis, idx):
 
 def test_scatter_add_accumulates_duplicates():
     (got,) = run_op(X.scatter_add, np.zeros(3), np.array([1, 1, 1, 2]), np.ones(4), axis=0)
-    same(got, np.array([0.0, 3.0, 1.0]))
+    assert_same(got, np.array([0.0, 3.0, 1.0]))
 
 
 @pytest.mark.parametrize("op", [X.gather, X.scatter])

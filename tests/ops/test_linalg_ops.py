@@ -9,30 +9,7 @@ from opcheck import infer, run_op
 from pullback.errors import ShapeError
 from pullback.ir.types import TensorType, dtype, float32, float64, int32
 from pullback.ops import linalg as L
-
-DTYPES = [np.bool_, np.int32, np.int64, np.float32, np.float64]
-FLOATS = [np.float32, np.float64]
-TOL = {np.dtype(np.float32): 2e-4, np.dtype(np.float64): 1e-10}
-
-
-def arr(shape, dt, seed=0):
-    rng = np.random.default_rng(seed)
-    if np.dtype(dt) == np.bool_:
-        return rng.random(shape) < 0.5
-    return np.asarray((rng.standard_normal(shape) * 3).astype(dt))
-
-
-def close(got, want):
-    assert got.dtype == want.dtype and got.shape == want.shape
-    if got.dtype.kind == "f":
-        np.testing.assert_allclose(got, want, rtol=TOL[got.dtype], atol=TOL[got.dtype])
-    else:
-        np.testing.assert_array_equal(got, want)
-
-
-def tt(shape, dt=float32):
-    return TensorType(shape, dt)
-
+from samples import DTYPES, FLOATS, TOL, arr, assert_same, tt
 
 # -- dot_general ----------------------------------------------------------------------
 
@@ -78,13 +55,13 @@ def test_dot_general(dt, sa, sb, contract, batch, out):
     assert infer(L.dot_general, tt(sa, dtype(dt)), tt(sb, dtype(dt)), contract=contract,
                  batch=batch) == [tt(out, dtype(dt))]
     (got,) = run_op(L.dot_general, a, b, contract=contract, batch=batch)
-    close(got, einsum_dot(a, b, contract, batch))
+    assert_same(got, einsum_dot(a, b, contract, batch))
 
 
 def test_dot_general_int_wraps():
     a = np.full((1, 2), 2**30, np.int32)
     (got,) = run_op(L.dot_general, a, a.T.copy(), contract=((1,), (0,)), batch=((), ()))
-    close(got, np.matmul(a, a.T))
+    assert_same(got, np.matmul(a, a.T))
 
 
 def test_dot_general_weak_scalars_give_strong():
@@ -128,7 +105,7 @@ SQUARE = [(0, 0), (1, 1), (4, 4), (2, 3, 3), (2, 0, 5, 5), (3, 0, 0)]
 def test_cholesky(dt, shape):
     a = spd(shape, dt)
     (got,) = run_op(L.cholesky, a)
-    close(got, np.linalg.cholesky(a))
+    assert_same(got, np.linalg.cholesky(a))
 
 
 @pytest.mark.parametrize("dt", FLOATS)
@@ -136,7 +113,7 @@ def test_cholesky_reads_only_lower_triangle(dt):
     a = spd((5, 5), dt)
     junk = a + np.triu(arr((5, 5), dt, 3), 1)
     (got,) = run_op(L.cholesky, junk)
-    close(got, np.linalg.cholesky(a))
+    assert_same(got, np.linalg.cholesky(a))
 
 
 @pytest.mark.parametrize("a", [
@@ -205,7 +182,7 @@ def test_triangular_solve(dt, left_side, lower, transpose_a, unit_diagonal, sa, 
     flags = dict(left_side=left_side, lower=lower, transpose_a=transpose_a,
                  unit_diagonal=unit_diagonal)
     (got,) = run_op(L.triangular_solve, a, b, **flags)
-    close(got, solve_ref(a, b.astype(np.float64), **flags).astype(dt))
+    assert_same(got, solve_ref(a, b.astype(np.float64), **flags).astype(dt))
 
 
 def test_triangular_solve_singular_gives_inf_or_nan():
@@ -261,12 +238,12 @@ def check_lu(a, lu, pivots, perm):
     up = np.triu(lu)
     assert np.all(np.abs(low) <= 1 + TOL[a.dtype])
     permuted = np.take_along_axis(a, perm[..., None].astype(np.int64), axis=-2)
-    close(low @ up, permuted)
+    assert_same(low @ up, permuted)
     for idx in np.ndindex(a.shape[:-2]):
         ref_lu, ref_piv, ref_perm = lu_ref(a[idx])
         np.testing.assert_array_equal(pivots[idx], ref_piv)
         np.testing.assert_array_equal(perm[idx], ref_perm)
-        close(lu[idx], ref_lu.astype(a.dtype))
+        assert_same(lu[idx], ref_lu.astype(a.dtype))
 
 
 @pytest.mark.parametrize("dt", FLOATS)

@@ -5,25 +5,9 @@ import pytest
 
 from opcheck import infer, run_op
 from pullback.errors import ShapeError
-from pullback.ir.types import TensorType, dtype, float32, int32, int64
+from pullback.ir.types import dtype, int32, int64
 from pullback.ops import shape as S
-
-DTYPES = [np.bool_, np.int32, np.int64, np.float32, np.float64]
-
-
-def arr(shape, dt, seed=0):
-    rng = np.random.default_rng(seed)
-    return np.asarray((rng.standard_normal(shape) * 5).astype(dt))
-
-
-def same(got, want):
-    assert got.dtype == want.dtype and got.shape == want.shape
-    np.testing.assert_array_equal(got, want)
-
-
-def tt(shape, dt=float32):
-    return TensorType(shape, dt)
-
+from samples import DTYPES, arr, assert_same, tt
 
 # -- slice ---------------------------------------------------------------------------
 
@@ -44,7 +28,7 @@ SLICES = [
 def test_slice(dt, shape, start, limit, stride):
     x = arr(shape, dt)
     (got,) = run_op(S.slice_, x, start=start, limit=limit, stride=stride)
-    same(got, x[tuple(slice(*b) for b in zip(start, limit, stride, strict=True))])
+    assert_same(got, x[tuple(slice(*b) for b in zip(start, limit, stride, strict=True))])
 
 
 @pytest.mark.parametrize("start,limit,stride", [
@@ -67,7 +51,7 @@ def test_slice_errors(start, limit, stride):
 def test_rev(dt, shape, dims):
     x = arr(shape, dt)
     (got,) = run_op(S.rev, x, dims=dims)
-    same(got, np.flip(x, dims))
+    assert_same(got, np.flip(x, dims))
 
 
 @pytest.mark.parametrize("dims", [(2,), (0, 0), (-1,)])
@@ -87,7 +71,7 @@ def test_rev_errors(dims):
 def test_concatenate(dt, shapes, axis):
     xs = [arr(s, dt, i) for i, s in enumerate(shapes)]
     (got,) = run_op(S.concatenate, *xs, axis=axis)
-    same(got, np.concatenate(xs, axis=axis))
+    assert_same(got, np.concatenate(xs, axis=axis))
 
 
 @pytest.mark.parametrize("types,axis", [
@@ -147,7 +131,7 @@ def test_pad(dt, shape, lo, hi, interior):
     x = arr(shape, dt)
     v = np.asarray(7, dt)
     (got,) = run_op(S.pad, x, v, lo=lo, hi=hi, interior=interior)
-    same(got, pad_reference(x, v, lo, hi, interior))
+    assert_same(got, pad_reference(x, v, lo, hi, interior))
 
 
 @pytest.mark.parametrize("types,lo,hi,interior", [
@@ -170,7 +154,7 @@ def test_pad_errors(types, lo, hi, interior):
                                        ((0,), 0)])
 def test_iota(dt, shape, dim):
     (got,) = run_op(S.iota, shape=shape, dim=dim, dtype=dtype(dt))
-    same(got, np.indices(shape, dtype=dt)[dim])
+    assert_same(got, np.indices(shape, dtype=dt)[dim])
 
 
 @pytest.mark.parametrize("shape,dim", [((3,), 1), ((), 0), ((3, 4), -1)])
