@@ -1,1 +1,383 @@
-"""(being written)"""
+"""Array creation: constants of a static shape, ranges, grids and conversions.
+
+Shapes, ``num``, ``N``/``M``/``k`` and the bounds of ``arange`` fix the result's type,
+so they must be known at compile time; fill values, the end points of ``linspace`` and
+arrays being converted may be run-time values.  Constants are a 0-d literal broadcast
+to the shape, or built from ``iota``, so they stay small in the IR and fuse into their
+consumers.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from typing import Any
+
+import numpy as np
+
+from ..errors import ConcretizationError
+from ..ir.core import Atom, Lit, Var
+from ..ir.types import DType, broadcast_shapes, dtype, float64, int64, result_type
+from ..ops import elementwise as E
+from ..ops import reduce as R
+from ..ops import shape as S
+from .core import (
+    broadcast_args,
+    broadcast_to,
+    convert,
+    normalize_axis,
+    promote,
+    register,
+    static_dtype,
+    strong,
+)
+
+# -- static arguments -----------------------------------------------------------------
+
+
+def static_value(x: Any, what: str) -> Any:
+    """A compile-time argument (constants unwrapped); a run-time value is refused."""
+    if isinstance(x, Var):
+        raise ConcretizationError(
+            f"{what} must be known at compile time, but it is a run-time value of type "
+            f"{x.type}",
+            hint="the type of the result would depend on data; compute it from shapes or "
+            "pass a Python number",
+        )
+    return x.value.item() if isinstance(x, Lit) and x.type.shape == () else x
+
+
+def _count(n: Any, what: str) -> int:
+    n = operator.index(static_value(n, what))
+    if n < 0:
+        raise ValueError("negative dimensions are not allowed")
+    return n
+
+
+def _shape(shape: Any) -> tuple[int, ...]:
+    """NumPy's ``shape`` argument: an int or a sequence of ints."""
+    shape = static_value(shape, "a shape")
+    dims = shape if isinstance(shape, (tuple, list)) else (shape,)
+    try:
+        return tuple(_count(d, "a shape") for d in dims)
+    except TypeError:
+        raise TypeError(
+            f"expected a sequence of integers or a single integer, got '{shape!r}'"
+        ) from None
+
+
+def _filled(value: Any, shape: tuple[int, ...], dt: DType) -> Atom:
+    """``value`` (a constant or a run-time value) cast to ``dt`` and broadcast to ``shape``."""
+    return broadcast_to(convert(value, dt), shape)
+
+
+def _constant(value: Any, shape: tuple[int, ...], dt: DType) -> Atom:
+    return _filled(Lit(np.asarray(value, dt.np)), shape, dt)
+
+
+# -- np.array / asarray ---------------------------------------------------------------
+
+
+def _leaf(x: Any) -> Atom:
+    """One element of a nested list as NumPy's array coercion sees it: Python scalars
+    take their default dtype (they are not weak here)."""
+    if isinstance(x, (Var, Lit)):
+        return strong(x)
+    if isinstance(x, (bool, int, float, np.generic, np.ndarray)):
+        return Lit(np.asarray(x))
+    raise TypeError(f"cannot make an array of {type(x).__name__} {x!r}")
+
+
+def _nested(x: Any) -> Any:
+    """Nested lists with every leaf an atom."""
+    if isinstance(x, (list, tuple)):
+        return [_nested(e) for e in x]
+    return _leaf(x)
+
+
+def _leaves(x: Any) -> list[Atom]:
+    if isinstance(x, list):
+        return [a for e in x for a in _leaves(e)]
+    return [x]
+
+
+def _assemble(x: Any, dt: DType) -> Atom:
+    """Stack nested lists of same-shaped atoms along new leading axes."""
+    if not isinstance(x, list):
+        return convert(x, dt)
+    parts = [_assemble(e, dt) for e in x]
+    shapes = {p.type.shape for p in parts}
+    if len(shapes) > 1:
+        raise ValueError(
+            "setting an array element with a sequence. The requested array has an "
+            f"inhomogeneous shape: elements of shapes {sorted(shapes)}"
+        )
+    inner = shapes.pop() if shapes else ()
+    if not parts:
+        return _constant(0, (0, *inner), dt)
+    rows = [S.reshape(p, shape=(1, *inner)) for p in parts]
+    return rows[0] if len(rows) == 1 else S.concatenate(*rows, axis=0)
+
+
+def as_array(obj: Any, dt: DType | None = None, copy: bool | None = True,
+             ndmin: int = 0) -> Atom:
+    """NumPy's array coercion of IR values, constants and nested lists of them."""
+    nested = _nested(obj)
+    leaves = _leaves(nested)
+    if dt is None:
+        dt = result_type(*(a.type for a in leaves)).dtype if leaves else float64
+    if copy is False and (isinstance(obj, (list, tuple)) or leaves[0].type.dtype != dt):
+        raise ValueError("Unable to avoid copy while creating an array as requested.")
+    out = _assemble(nested, dt)
+    shape = out.type.shape
+    if len(shape) < ndmin:
+        out = S.reshape(out, shape=(1,) * (ndmin - len(shape)) + shape)
+    return out
+
+
+def operand(x: Any) -> Any:
+    """A function argument as NumPy sees it: lists and tuples are arrays."""
+    return as_array(x) if isinstance(x, (list, tuple)) else x
+
+
+@register(np.array)
+def array(object: Any, dtype: Any = None, *, copy: bool | None = True, order: str = "K",
+          subok: bool = False, ndmin: int = 0, like: Any = None) -> Atom:
+    return as_array(object, static_dtype(dtype), copy, operator.index(ndmin))
+
+
+@register(np.asarray)
+def asarray(a: Any, dtype: Any = None, order: str | None = None, *, device: Any = None,
+            copy: bool | None = None, like: Any = None) -> Atom:
+    return as_array(a, static_dtype(dtype), copy)
+
+
+@register(np.copy)
+def copy(a: Any, order: str = "K", subok: bool = False) -> Atom:
+    return as_array(a)
+
+
+# -- constants of a shape ----------------------------------------------------------------
+
+
+@register(np.zeros)
+def zeros(shape: Any, dtype: Any = float, order: str = "C", *, device: Any = None,
+          like: Any = None) -> Atom:
+    return _constant(0, _shape(shape), static_dtype(dtype) or float64)
+
+
+@register(np.empty)
+def empty(shape: Any, dtype: Any = float, order: str = "C", *, device: Any = None,
+          like: Any = None) -> Atom:
+    """Zeros: NumPy leaves the memory uninitialised, and any content is a valid answer."""
+    return zeros(shape, dtype, order)
+
+
+@register(np.ones)
+def ones(shape: Any, dtype: Any = None, order: str = "C", *, device: Any = None,
+         like: Any = None) -> Atom:
+    return _constant(1, _shape(shape), static_dtype(dtype) or float64)
+
+
+@register(np.full)
+def full(shape: Any, fill_value: Any, dtype: Any = None, order: str = "C", *,
+         device: Any = None, like: Any = None) -> Atom:
+    fill = as_array(fill_value, static_dtype(dtype))
+    return _filled(fill, _shape(shape), fill.type.dtype)
+
+
+def _like(a: Any, dtype: Any, shape: Any) -> tuple[tuple[int, ...], DType]:
+    t = as_array(a).type
+    dt = static_dtype(dtype) or t.dtype
+    return (t.shape if shape is None else _shape(shape)), dt
+
+
+@register(np.zeros_like)
+def zeros_like(a: Any, dtype: Any = None, order: str = "K", subok: bool = True,
+               shape: Any = None, *, device: Any = None) -> Atom:
+    shp, dt = _like(a, dtype, shape)
+    return _constant(0, shp, dt)
+
+
+@register(np.empty_like)
+def empty_like(prototype: Any, dtype: Any = None, order: str = "K", subok: bool = True,
+               shape: Any = None, *, device: Any = None) -> Atom:
+    """Zeros, as for ``np.empty``."""
+    return zeros_like(prototype, dtype, order, subok, shape)
+
+
+@register(np.ones_like)
+def ones_like(a: Any, dtype: Any = None, order: str = "K", subok: bool = True,
+              shape: Any = None, *, device: Any = None) -> Atom:
+    shp, dt = _like(a, dtype, shape)
+    return _constant(1, shp, dt)
+
+
+@register(np.full_like)
+def full_like(a: Any, fill_value: Any, dtype: Any = None, order: str = "K",
+              subok: bool = True, shape: Any = None, *, device: Any = None) -> Atom:
+    shp, dt = _like(a, dtype, shape)
+    return _filled(as_array(fill_value), shp, dt)
+
+
+# -- grids from iota ----------------------------------------------------------------------
+
+
+def _grid(n: int, m: int) -> tuple[Atom, Atom]:
+    """Row and column indices of an ``n x m`` grid."""
+    return (S.iota(shape=(n, m), dim=0, dtype=int64), S.iota(shape=(n, m), dim=1, dtype=int64))
+
+
+def _offset(rows: Atom, k: Any) -> Atom:
+    return E.add(rows, Lit(np.int64(operator.index(static_value(k, "k")))))
+
+
+@register(np.eye)
+def eye(N: Any, M: Any = None, k: Any = 0, dtype: Any = float, order: str = "C", *,
+        device: Any = None, like: Any = None) -> Atom:
+    n = _count(N, "N")
+    rows, cols = _grid(n, n if M is None else _count(M, "M"))
+    return convert(E.eq(cols, _offset(rows, k)), static_dtype(dtype) or float64)
+
+
+@register(np.identity)
+def identity(n: Any, dtype: Any = None, *, like: Any = None) -> Atom:
+    return eye(n, dtype=float if dtype is None else dtype)
+
+
+@register(np.tri)
+def tri(N: Any, M: Any = None, k: Any = 0, dtype: Any = float, *, like: Any = None) -> Atom:
+    n = _count(N, "N")
+    rows, cols = _grid(n, n if M is None else _count(M, "M"))
+    return convert(E.le(cols, _offset(rows, k)), static_dtype(dtype) or float64)
+
+
+# -- ranges ---------------------------------------------------------------------------------
+
+
+def _arange_length(start: Any, stop: Any, step: Any) -> int:
+    """NumPy's length: ceil((stop - start) / step) in the arguments' own arithmetic."""
+    with np.errstate(all="ignore"):
+        value = float((stop - start) / step)
+    if math.isnan(value):
+        raise ValueError("arange: cannot compute length")
+    if math.isinf(value):
+        raise ValueError("Maximum allowed size exceeded")
+    return max(0, math.ceil(value))
+
+
+@register(np.arange)
+def arange(start: Any = None, stop: Any = None, step: Any = None, dtype: Any = None, *,
+           device: Any = None, like: Any = None) -> Atom:
+    """The first two values are converted from Python arithmetic into the dtype, the rest
+    is ``first + i * (second - first)`` in the dtype, as NumPy fills it."""
+    if stop is None:
+        start, stop = 0, start
+    start, stop = static_value(0 if start is None else start, "start"), static_value(stop, "stop")
+    step = static_value(1 if step is None else step, "step")
+    dt = static_dtype(dtype) or _range_dtype(start, stop, step)
+    length = _arange_length(start, stop, step)
+    if dt.is_bool and length > 2:
+        raise TypeError("arange() is only supported for booleans when the result has at "
+                        "most length 2.")
+    head = np.empty(2, dt.np)
+    with np.errstate(all="ignore"):
+        head[0], head[1] = start, start + step
+    if length <= 2:
+        return Lit(head[:length].copy())
+    first, second = head
+    delta = second - first
+    out = S.iota(shape=(length,), dim=0, dtype=dt)
+    if delta != 1:
+        out = E.mul(out, Lit(delta))
+    if first != 0:
+        out = E.add(out, Lit(first))
+    if first + delta != second:
+        index = S.iota(shape=(length,), dim=0, dtype=int64)
+        out = E.select(E.eq(index, Lit(np.int64(1))), Lit(second), out)
+    return out
+
+
+def _range_dtype(*values: Any) -> DType:
+    """arange's default dtype: at least int64, float64 as soon as a bound is a float."""
+    return dtype(np.result_type(np.int64, *(np.asarray(v).dtype for v in values)))
+
+
+@register(np.linspace)
+def linspace(start: Any, stop: Any, num: Any = 50, endpoint: bool = True,
+             retstep: bool = False, dtype: Any = None, axis: int = 0, *,
+             device: Any = None) -> Atom | tuple[Atom, Any]:
+    num = operator.index(static_value(num, "num"))
+    if num < 0:
+        raise ValueError(f"Number of samples, {num}, must be non-negative.")
+    div = num - 1 if endpoint else num
+    (lo, hi), rt = promote(operand(start), operand(stop))
+    dt = rt.dtype if rt.dtype.is_float else float64
+    lo, hi = convert(lo, dt), convert(hi, dt)
+    shape = broadcast_shapes(lo.type.shape, hi.type.shape)
+    full_shape = (num, *shape)
+    delta = E.sub(*broadcast_args(hi, lo))
+    y = S.iota(shape=full_shape, dim=0, dtype=dt)
+    if div > 0:
+        step = E.div(delta, Lit(np.asarray(div, dt.np)))
+        y = _scaled(y, step, delta, div)
+    else:
+        step = math.nan
+        y = E.mul(*broadcast_args(y, delta))
+    y = E.add(*broadcast_args(y, lo))
+    if endpoint and num > 1:
+        last = E.eq(S.iota(shape=full_shape, dim=0, dtype=int64), Lit(np.int64(num - 1)))
+        y = E.select(*broadcast_args(last, hi, y))
+    if axis != 0:
+        y = _move_first_axis(y, normalize_axis(axis, len(full_shape)))
+    out_dt = static_dtype(dtype) or dt
+    if out_dt.is_int:
+        y = E.floor(y)
+    y = convert(y, out_dt)
+    return (y, step) if retstep else y
+
+
+def _scaled(y: Atom, step: Atom, delta: Atom, div: int) -> Atom:
+    """``y * step``, or ``y / div * delta`` when a step underflows to zero (NumPy's rule
+    for denormal ranges, decided over the whole array)."""
+    zero = E.eq(step, Lit(np.zeros((), step.type.dtype.np)))
+    if zero.type.size == 0:
+        zero = Lit(np.False_)
+    elif zero.type.ndim:
+        zero = R.reduce_max(zero, axes=tuple(range(zero.type.ndim)))
+    by_step = E.mul(*broadcast_args(y, step))
+    by_div = E.mul(*broadcast_args(E.div(y, Lit(np.asarray(div, y.type.dtype.np))), delta))
+    return E.select(zero, by_div, by_step)
+
+
+def _move_first_axis(y: Atom, axis: int) -> Atom:
+    perm = list(range(1, y.type.ndim))
+    perm.insert(axis, 0)
+    return S.transpose(y, perm=tuple(perm))
+
+
+@register(np.meshgrid)
+def meshgrid(*xi: Any, copy: bool = True, sparse: bool = False,
+             indexing: str = "xy") -> tuple[Atom, ...]:
+    if indexing not in ("xy", "ij"):
+        raise ValueError("Valid values for `indexing` are 'xy' and 'ij'.")
+    vectors = [as_array(x) for x in xi]
+    axes = list(range(len(vectors)))
+    if indexing == "xy" and len(axes) > 1:  # the first two inputs vary along x, then y
+        axes[0], axes[1] = 1, 0
+    sizes = [0] * len(vectors)
+    for v, axis in zip(vectors, axes, strict=True):
+        sizes[axis] = v.type.size
+    outs = []
+    for v, axis in zip(vectors, axes, strict=True):
+        flat = v if v.type.ndim == 1 else S.reshape(v, shape=(v.type.size,))
+        shape = [d if not sparse or j == axis else 1 for j, d in enumerate(sizes)]
+        outs.append(S.broadcast_in_dim(flat, shape=tuple(shape), dims=(axis,)))
+    return tuple(outs)
+
+
+__all__ = [
+    "arange", "array", "as_array", "asarray", "copy", "empty", "empty_like", "eye", "full",
+    "full_like", "identity", "linspace", "meshgrid", "ones", "ones_like", "operand",
+    "static_value", "tri", "zeros", "zeros_like",
+]

@@ -80,8 +80,14 @@ def binary(name: str, fn, kinds: str = "if", out_dtype=None) -> Op:
     )
 
 
-def _erf(x):
-    return np.vectorize(math.erf, otypes=[np.float64])(x).astype(x.dtype)
+def _from_math(fn):
+    """An elementwise impl of a ``math`` function that NumPy lacks."""
+
+    def impl(x):
+        return np.vectorize(fn, otypes=[np.float64])(x).astype(x.dtype)
+
+    impl.__name__ = fn.__name__
+    return impl
 
 
 def _not(x):
@@ -100,6 +106,9 @@ exp = unary("exp", np.exp)
 expm1 = unary("expm1", np.expm1)
 log = unary("log", np.log)
 log1p = unary("log1p", np.log1p)
+# exact at powers of the base (log(x) / log(10) is not: 1000 gives 2.9999999999999996)
+log2 = unary("log2", np.log2)
+log10 = unary("log10", np.log10)
 sqrt = unary("sqrt", np.sqrt)
 cbrt = unary("cbrt", np.cbrt)
 sin = unary("sin", np.sin)
@@ -114,7 +123,8 @@ tanh = unary("tanh", np.tanh)
 asinh = unary("asinh", np.arcsinh)
 acosh = unary("acosh", np.arccosh)
 atanh = unary("atanh", np.arctanh)
-erf = unary("erf", _erf)
+erf = unary("erf", _from_math(math.erf))
+erfc = unary("erfc", _from_math(math.erfc))  # 1 - erf(x) loses every digit in the tail
 not_ = unary("not", _not, "bi")
 
 # binary arithmetic

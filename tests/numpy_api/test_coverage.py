@@ -1,0 +1,30 @@
+"""The committed coverage document is the one the registries generate."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pullback.numpy_api import CALLABLES, coverage
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "numpy_coverage.md"
+
+
+def test_document_is_current():
+    assert DOC.read_text() == coverage.render(), (
+        "docs/numpy_coverage.md is stale: python -m pullback.numpy_api.coverage > "
+        "docs/numpy_coverage.md"
+    )
+
+
+def test_enough_callables_are_mapped():
+    assert len(CALLABLES) >= 150
+    assert f"**{len(CALLABLES)} distinct callables**" in coverage.render()
+
+
+def test_every_callable_is_listed_once_under_its_module():
+    groups = coverage.callables_by_module()
+    assert sum(len(v) for v in groups.values()) == len(CALLABLES)
+    assert list(groups)[:2] == ["numpy", "numpy.linalg"]
+    assert "`np.absolute` (also `abs`)" in groups["numpy"]
+    assert "`math.sqrt`" in groups["math"]
+    assert "`builtins.round`" in groups["builtins"]
