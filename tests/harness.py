@@ -55,10 +55,6 @@ def _flatten_out(out: Any) -> tuple[list, Any]:
 
 def roundtrip(func: Func) -> None:
     """The verifier accepts ``func`` and its text parses back to the same text."""
-    import os
-
-    if os.environ.get("PB_NO_ROUNDTRIP"):  # TEMPORARY while the parser is being written
-        return
     verify(func)
     text = format_func(func)
     again = parse_func(text)

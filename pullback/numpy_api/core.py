@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ShapeError, UnsupportedError
+from ..errors import ConcretizationError, ShapeError, UnsupportedError
 from ..ir.builder import as_atom
 from ..ir.core import Atom, Lit, Var
 from ..ir.types import DType, TensorType, broadcast_shapes, dtype, float64, result_type
@@ -179,6 +179,21 @@ def normalize_axes(axis: int | Sequence[int] | None, ndim: int) -> tuple[int, ..
             raise ValueError("duplicate value in 'axis'")
         return tuple(sorted(out))
     return (normalize_axis(axis, ndim),)
+
+
+def static(x: Any, what: str) -> Any:
+    """A compile-time value: constants unwrapped, run-time values refused."""
+    if isinstance(x, Var):
+        raise ConcretizationError(
+            f"{what} must be known at compile time, but it is a run-time value of type {x.type}",
+            hint="the shape or type of the result would depend on data; compute it from "
+            "shapes or pass a Python number",
+        )
+    if isinstance(x, Lit):
+        return x.value.item() if x.type.shape == () else x.value
+    if isinstance(x, (list, tuple)):
+        return type(x)(static(e, what) for e in x)
+    return x
 
 
 def static_dtype(dt: Any) -> DType | None:

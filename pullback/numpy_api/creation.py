@@ -15,7 +15,6 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ConcretizationError
 from ..ir.core import Atom, Lit, Var
 from ..ir.types import DType, broadcast_shapes, dtype, float64, int64, result_type
 from ..ops import elementwise as E
@@ -28,6 +27,7 @@ from .core import (
     normalize_axis,
     promote,
     register,
+    static,
     static_dtype,
     strong,
 )
@@ -35,20 +35,8 @@ from .core import (
 # -- static arguments -----------------------------------------------------------------
 
 
-def static_value(x: Any, what: str) -> Any:
-    """A compile-time argument (constants unwrapped); a run-time value is refused."""
-    if isinstance(x, Var):
-        raise ConcretizationError(
-            f"{what} must be known at compile time, but it is a run-time value of type "
-            f"{x.type}",
-            hint="the type of the result would depend on data; compute it from shapes or "
-            "pass a Python number",
-        )
-    return x.value.item() if isinstance(x, Lit) and x.type.shape == () else x
-
-
 def _count(n: Any, what: str) -> int:
-    n = operator.index(static_value(n, what))
+    n = operator.index(static(n, what))
     if n < 0:
         raise ValueError("negative dimensions are not allowed")
     return n
@@ -56,7 +44,7 @@ def _count(n: Any, what: str) -> int:
 
 def _shape(shape: Any) -> tuple[int, ...]:
     """NumPy's ``shape`` argument: an int or a sequence of ints."""
-    shape = static_value(shape, "a shape")
+    shape = static(shape, "a shape")
     dims = shape if isinstance(shape, (tuple, list)) else (shape,)
     try:
         return tuple(_count(d, "a shape") for d in dims)
@@ -86,6 +74,12 @@ def _leaf(x: Any) -> Atom:
     if isinstance(x, (bool, int, float, np.generic, np.ndarray)):
         return Lit(np.asarray(x))
     raise TypeError(f"cannot make an array of {type(x).__name__} {x!r}")
+
+
+def _has_var(x: Any) -> bool:
+    if isinstance(x, (list, tuple)):
+        return any(_has_var(e) for e in x)
+    return isinstance(x, Var)
 
 
 def _nested(x: Any) -> Any:
@@ -122,6 +116,11 @@ def _assemble(x: Any, dt: DType) -> Atom:
 def as_array(obj: Any, dt: DType | None = None, copy: bool | None = True,
              ndmin: int = 0) -> Atom:
     """NumPy's array coercion of IR values, constants and nested lists of them."""
+    if not _has_var(obj):  # all constant: coerce now, so static indices stay static
+        if copy is False and isinstance(obj, (list, tuple)):
+            raise ValueError("Unable to avoid copy while creating an array as requested.")
+        return Lit(np.array(static(obj, "a constant"), None if dt is None else dt.np,
+                            ndmin=ndmin))
     nested = _nested(obj)
     leaves = _leaves(nested)
     if dt is None:
@@ -229,7 +228,7 @@ def _grid(n: int, m: int) -> tuple[Atom, Atom]:
 
 
 def _offset(rows: Atom, k: Any) -> Atom:
-    return E.add(rows, Lit(np.int64(operator.index(static_value(k, "k")))))
+    return E.add(rows, Lit(np.int64(operator.index(static(k, "k")))))
 
 
 @register(np.eye)
@@ -273,8 +272,8 @@ def arange(start: Any = None, stop: Any = None, step: Any = None, dtype: Any = N
     is ``first + i * (second - first)`` in the dtype, as NumPy fills it."""
     if stop is None:
         start, stop = 0, start
-    start, stop = static_value(0 if start is None else start, "start"), static_value(stop, "stop")
-    step = static_value(1 if step is None else step, "step")
+    start, stop = static(0 if start is None else start, "start"), static(stop, "stop")
+    step = static(1 if step is None else step, "step")
     dt = static_dtype(dtype) or _range_dtype(start, stop, step)
     length = _arange_length(start, stop, step)
     if dt.is_bool and length > 2:
@@ -307,7 +306,7 @@ def _range_dtype(*values: Any) -> DType:
 def linspace(start: Any, stop: Any, num: Any = 50, endpoint: bool = True,
              retstep: bool = False, dtype: Any = None, axis: int = 0, *,
              device: Any = None) -> Atom | tuple[Atom, Any]:
-    num = operator.index(static_value(num, "num"))
+    num = operator.index(static(num, "num"))
     if num < 0:
         raise ValueError(f"Number of samples, {num}, must be non-negative.")
     div = num - 1 if endpoint else num
@@ -379,5 +378,5 @@ def meshgrid(*xi: Any, copy: bool = True, sparse: bool = False,
 __all__ = [
     "arange", "array", "as_array", "asarray", "copy", "empty", "empty_like", "eye", "full",
     "full_like", "identity", "linspace", "meshgrid", "ones", "ones_like", "operand",
-    "static_value", "tri", "zeros", "zeros_like",
+    "tri", "zeros", "zeros_like",
 ]

@@ -25,8 +25,9 @@ from ..ops import elementwise as E
 from ..ops import index as X
 from ..ops import reduce as R
 from ..ops import shape as S
-from .core import broadcast_to, convert, normalize_axis, operator_, register, strong
-from .manip import asarray, no_out, ravel, reshape_to, static, transpose_to
+from .core import broadcast_to, convert, normalize_axis, operator_, register, static, strong
+from .creation import as_array
+from .manip import no_out, ravel, reshape_to, transpose_to
 
 _VALID = ("only integers, slices (`:`), ellipsis (`...`), numpy.newaxis (`None`) and "
           "integer or boolean arrays are valid indices")
@@ -128,7 +129,7 @@ def _raw(item: Any) -> Any:
     if isinstance(item, Lit):
         return _raw(item.value)
     if isinstance(item, list):
-        return _raw(asarray(item) if item else np.zeros(0, np.intp))
+        return _raw(as_array(item) if item else np.zeros(0, np.intp))
     if isinstance(item, (bool, np.bool_)):
         return np.asarray(item)
     if isinstance(item, (int, np.integer)):
@@ -344,7 +345,7 @@ def index_entries(x: Atom, entries: list[Entry]) -> Atom:
 
 @operator_("getitem")
 def getitem(x: Any, idx: Any) -> Atom:
-    x = asarray(x)
+    x = as_array(x)
     return index_entries(x, resolve(x.type.shape, idx))
 
 
@@ -371,7 +372,7 @@ def _value_as(value: Any, x: Atom) -> Atom:
         info = np.iinfo(dt.np)
         if not info.min <= value <= info.max:
             raise OverflowError(f"Python integer {value} out of bounds for {dt.name}")
-    return convert(asarray(value), dt)
+    return convert(as_array(value), dt)
 
 
 def _write_window(x: Atom, w: _Window, value: Atom) -> Atom:
@@ -398,7 +399,7 @@ def _scatter(x: Atom, entries: list[Entry], value: Atom) -> Atom:
 @operator_("setitem")
 def setitem(x: Any, idx: Any, value: Any) -> Atom:
     """``x`` after ``x[idx] = value`` (a new value: the frontend rebinds it)."""
-    x = asarray(x)
+    x = as_array(x)
     entries = resolve(x.type.shape, idx)
     value = _value_as(value, x)
     w = _window(x.type.shape, entries)
@@ -441,7 +442,7 @@ def _wrap_or_clip(index: Index, size: int, mode: str) -> Index:
 def take(a: Any, indices: Any, axis: int | None = None, out: None = None,
          mode: str = "raise") -> Atom:
     no_out(out)
-    a = asarray(a)
+    a = as_array(a)
     if axis is None:
         a, axis = ravel(a), 0
     axis = normalize_axis(axis, a.type.ndim)
@@ -456,7 +457,7 @@ def take(a: Any, indices: Any, axis: int | None = None, out: None = None,
 
 @register(np.take_along_axis)
 def take_along_axis(arr: Any, indices: Any, axis: int | None = -1) -> Atom:
-    a = asarray(arr)
+    a = as_array(arr)
     index = _integer_indices(indices, "i")
     ndim = len(_index_shape(index))
     if axis is None:

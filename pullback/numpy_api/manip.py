@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ConcretizationError, ShapeError, UnsupportedError
+from ..errors import ShapeError, UnsupportedError
 from ..ir.core import Atom, Lit, Var
 from ..ir.types import broadcast_shapes, dtype
 from ..ops import index as X
@@ -28,39 +28,12 @@ from .core import (
     normalize_axis,
     promote,
     register,
+    static,
     strong,
 )
+from .creation import as_array
 
 # -- operands and static arguments ---------------------------------------------------
-
-
-def _has_ir(x: Any) -> bool:
-    if isinstance(x, (list, tuple)):
-        return any(_has_ir(e) for e in x)
-    return isinstance(x, (Var, Lit))
-
-
-def asarray(x: Any) -> Atom:
-    """``np.asarray(x)`` as an operand; nested lists may hold IR values."""
-    if isinstance(x, (Var, Lit)):
-        return strong(x)
-    if isinstance(x, (list, tuple)) and _has_ir(x):
-        return stack(list(x))
-    return Lit(np.asarray(x))
-
-
-def static(x: Any, what: str) -> Any:
-    """A compile-time value: constants unwrapped, run-time values refused."""
-    if isinstance(x, Var):
-        raise ConcretizationError(
-            f"{what} must be known at compile time, but it is a run-time value of type {x.type}",
-            hint="the shape of the result would depend on data",
-        )
-    if isinstance(x, Lit):
-        return x.value.item() if x.type.shape == () else x.value
-    if isinstance(x, (list, tuple)):
-        return type(x)(static(e, what) for e in x)
-    return x
 
 
 def static_ints(x: Any, what: str) -> tuple[int, ...]:
@@ -114,7 +87,7 @@ def reshape_to(a: Any, shape: Sequence[int]) -> Atom:
 @register(np.reshape)
 def reshape(a: Any, shape: Any, order: str = "C", *, copy: bool | None = None) -> Atom:
     _c_order(order)
-    a = asarray(a)
+    a = as_array(a)
     return reshape_to(a, _resolve_shape(a.type.size, static_ints(shape, "shape")))
 
 
@@ -141,7 +114,7 @@ def transpose_to(a: Any, perm: Sequence[int]) -> Atom:
 
 @register(np.transpose)
 def transpose(a: Any, axes: Any = None) -> Atom:
-    a = asarray(a)
+    a = as_array(a)
     ndim = a.type.ndim
     if axes is None:
         return transpose_to(a, range(ndim)[::-1])
@@ -168,7 +141,7 @@ def _T(self: Any) -> Atom:
 
 @register(np.swapaxes)
 def swapaxes(a: Any, axis1: int, axis2: int) -> Atom:
-    a = asarray(a)
+    a = as_array(a)
     perm = list(range(a.type.ndim))
     i, j = normalize_axis(axis1, a.type.ndim), normalize_axis(axis2, a.type.ndim)
     perm[i], perm[j] = perm[j], perm[i]
@@ -188,7 +161,7 @@ def _axis_tuple(axis: Any, ndim: int, what: str) -> tuple[int, ...]:
 
 @register(np.moveaxis)
 def moveaxis(a: Any, source: Any, destination: Any) -> Atom:
-    a = asarray(a)
+    a = as_array(a)
     ndim = a.type.ndim
     src = _axis_tuple(source, ndim, "source")
     dst = _axis_tuple(destination, ndim, "destination")
@@ -203,7 +176,7 @@ def moveaxis(a: Any, source: Any, destination: Any) -> Atom:
 
 @register(np.expand_dims)
 def expand_dims(a: Any, axis: Any) -> Atom:
-    a = asarray(a)
+    a = as_array(a)
     shape = list(a.type.shape)
     new = _axis_tuple(axis, a.type.ndim + len(static_ints(axis, "axis")), "axis")
     for ax in sorted(new):
@@ -213,7 +186,7 @@ def expand_dims(a: Any, axis: Any) -> Atom:
 
 @register(np.squeeze)
 def squeeze(a: Any, axis: Any = None) -> Atom:
-    a = asarray(a)
+    a = as_array(a)
     shape = a.type.shape
     if axis is None:
         drop = tuple(i for i, d in enumerate(shape) if d == 1)
@@ -233,7 +206,7 @@ method("squeeze")(squeeze)
 
 def _common_dtype(arrays: Sequence[Any], dt: Any, casting: str) -> list[Atom]:
     """The arrays converted to the dtype NumPy joins them in (``dtype=`` wins)."""
-    atoms = [asarray(x) for x in arrays]
+    atoms = [as_array(x) for x in arrays]
     if dt is None:
         return promote(*atoms)[0]
     target = dtype(dt)
@@ -277,7 +250,7 @@ def stack(arrays: Sequence[Any], axis: int = 0, out: None = None, *, dtype: Any 
 
 def _at_least(ndim: int, a: Any) -> Atom:
     """``a`` with NumPy's atleast_{1,2,3}d placement of the missing axes."""
-    a = asarray(a)
+    a = as_array(a)
     shape = a.type.shape
     if len(shape) >= ndim:
         return a
@@ -326,7 +299,7 @@ def dstack(tup: Sequence[Any]) -> Atom:
 @register(np.column_stack)
 def column_stack(tup: Sequence[Any]) -> Atom:
     def column(a: Any) -> Atom:
-        a = asarray(a)
+        a = as_array(a)
         return transpose(_at_least(2, a)) if a.type.ndim < 2 else a
 
     return concatenate([column(a) for a in tup], 1)
@@ -334,7 +307,7 @@ def column_stack(tup: Sequence[Any]) -> Atom:
 
 @register(np.append)
 def append(arr: Any, values: Any, axis: int | None = None) -> Atom:
-    return concatenate((asarray(arr), asarray(values)), axis)
+    return concatenate((as_array(arr), as_array(values)), axis)
 
 
 # -- splitting -----------------------------------------------------------------------
@@ -360,7 +333,7 @@ def _split_at(a: Atom, points: Sequence[int], axis: int) -> list[Atom]:
 
 
 def _split(ary: Any, indices_or_sections: Any, axis: int, equal: bool) -> list[Atom]:
-    a = asarray(ary)
+    a = as_array(ary)
     axis = normalize_axis(axis, a.type.ndim)
     n = a.type.shape[axis]
     spec = static(indices_or_sections, "indices_or_sections")
@@ -388,7 +361,7 @@ def array_split(ary: Any, indices_or_sections: Any, axis: int = 0) -> list[Atom]
 
 @register(np.hsplit)
 def hsplit(ary: Any, indices_or_sections: Any) -> list[Atom]:
-    ndim = asarray(ary).type.ndim
+    ndim = as_array(ary).type.ndim
     if ndim == 0:
         raise ValueError("hsplit only works on arrays of 1 or more dimensions")
     return split(ary, indices_or_sections, 1 if ndim > 1 else 0)
@@ -396,7 +369,7 @@ def hsplit(ary: Any, indices_or_sections: Any) -> list[Atom]:
 
 @register(np.vsplit)
 def vsplit(ary: Any, indices_or_sections: Any) -> list[Atom]:
-    if asarray(ary).type.ndim < 2:
+    if as_array(ary).type.ndim < 2:
         raise ValueError("vsplit only works on arrays of 2 or more dimensions")
     return split(ary, indices_or_sections, 0)
 
@@ -411,7 +384,7 @@ def _nonnegative(counts: Sequence[int]) -> None:
 
 @register(np.tile)
 def tile(A: Any, reps: Any) -> Atom:
-    a = asarray(A)
+    a = as_array(A)
     reps = static_ints(reps, "reps")
     _nonnegative(reps)
     ndim = max(len(reps), a.type.ndim)
@@ -427,7 +400,7 @@ def tile(A: Any, reps: Any) -> Atom:
 
 @register(np.repeat)
 def repeat(a: Any, repeats: Any, axis: int | None = None) -> Atom:
-    a = asarray(a)
+    a = as_array(a)
     if axis is None:
         a, axis = ravel(a), 0
     axis = normalize_axis(axis, a.type.ndim)
@@ -455,12 +428,12 @@ method("repeat")(repeat)
 def broadcast_to_(array: Any, shape: Any, subok: bool = False) -> Atom:
     shape = static_ints(shape, "shape")
     _nonnegative(shape)
-    return broadcast_to(asarray(array), shape)
+    return broadcast_to(as_array(array), shape)
 
 
 @register(np.broadcast_arrays)
 def broadcast_arrays(*args: Any, subok: bool = False) -> tuple[Atom, ...]:
-    atoms = [asarray(a) for a in args]
+    atoms = [as_array(a) for a in args]
     shape = broadcast_shapes(*(a.type.shape for a in atoms))
     return tuple(broadcast_to(a, shape) for a in atoms)
 
@@ -474,14 +447,14 @@ def _rev(a: Atom, axes: Sequence[int]) -> Atom:
 
 @register(np.flip)
 def flip(m: Any, axis: Any = None) -> Atom:
-    a = asarray(m)
+    a = as_array(m)
     axes = normalize_axes(None if axis is None else static(axis, "axis"), a.type.ndim)
     return _rev(a, axes)
 
 
 @register(np.fliplr)
 def fliplr(m: Any) -> Atom:
-    a = asarray(m)
+    a = as_array(m)
     if a.type.ndim < 2:
         raise ValueError("Input must be >= 2-d.")
     return _rev(a, (1,))
@@ -489,7 +462,7 @@ def fliplr(m: Any) -> Atom:
 
 @register(np.flipud)
 def flipud(m: Any) -> Atom:
-    a = asarray(m)
+    a = as_array(m)
     if a.type.ndim < 1:
         raise ValueError("Input must be >= 1-d.")
     return _rev(a, (0,))
@@ -497,7 +470,7 @@ def flipud(m: Any) -> Atom:
 
 @register(np.roll)
 def roll(a: Any, shift: Any, axis: Any = None) -> Atom:
-    x = asarray(a)
+    x = as_array(a)
     if axis is None:
         return reshape_to(roll(ravel(x), shift, 0), x.type.shape)
     shifts, axes = np.broadcast_arrays(np.asarray(static_ints(shift, "shift")),
@@ -515,7 +488,7 @@ def roll(a: Any, shift: Any, axis: Any = None) -> Atom:
 
 @register(np.rot90)
 def rot90(m: Any, k: int = 1, axes: Any = (0, 1)) -> Atom:
-    a = asarray(m)
+    a = as_array(m)
     axes = static_ints(axes, "axes")
     ndim = a.type.ndim
     if len(axes) != 2:
@@ -580,7 +553,7 @@ def _pad_by_index_map(a: Atom, widths: np.ndarray, mode: str, kwargs: dict) -> A
 
 @register(np.pad)
 def pad(array: Any, pad_width: Any, mode: str = "constant", **kwargs: Any) -> Atom:
-    a = asarray(array)
+    a = as_array(array)
     widths = static(pad_width, "pad_width")
     if np.asarray(widths).dtype.kind not in "iu":
         raise TypeError("`pad_width` must be of integral type.")
@@ -603,17 +576,17 @@ def pad(array: Any, pad_width: Any, mode: str = "constant", **kwargs: Any) -> At
 
 @register(np.shape)
 def shape(a: Any) -> tuple[int, ...]:
-    return asarray(a).type.shape
+    return as_array(a).type.shape
 
 
 @register(np.ndim)
 def ndim(a: Any) -> int:
-    return asarray(a).type.ndim
+    return as_array(a).type.ndim
 
 
 @register(np.size)
 def size(a: Any, axis: Any = None) -> int:
-    t = asarray(a).type
+    t = as_array(a).type
     if axis is None:
         return t.size
     return math.prod(t.shape[ax] for ax in _axis_tuple(axis, t.ndim, "axis"))
@@ -626,4 +599,4 @@ attribute("size")(size)
 
 @attribute("dtype")
 def _dtype(self: Any) -> np.dtype:
-    return asarray(self).type.dtype.np
+    return as_array(self).type.dtype.np

@@ -40,7 +40,8 @@ from .core import (
     strong,
     typeof,
 )
-from .manip import asarray, ravel, reshape_to, slice_axis, transpose_to
+from .creation import as_array
+from .manip import ravel, reshape_to, slice_axis, transpose_to
 
 _NoValue = np._NoValue
 
@@ -381,7 +382,7 @@ def average(a, axis=None, weights=None, returned=False, *, keepdims=False):
         if math.prod(_dropped(t, axes)) == 0:
             raise ZeroDivisionError("division by zero")  # NumPy's a.size / avg.size
         return mean(a, axes, keepdims=keepdims)
-    w = _weights_like(asarray(weights), t, axis)
+    w = _weights_like(as_array(weights), t, axis)
     wt = typeof(w)
     dt = float64 if t.dtype.kind in "bi" else promote_types(t.dtype, wt.dtype)
     scale = _ADD.reduce(w, axes, dt)
@@ -479,7 +480,7 @@ def _step(x: Atom, axis: int) -> Atom:
 
 def _edge(v: Any, t: TensorType, axis: int) -> Atom:
     """A ``prepend``/``append`` value: a scalar spans ``t`` with one step along ``axis``."""
-    v = asarray(v)
+    v = as_array(v)
     if typeof(v).ndim:
         return v
     return broadcast_to(v, tuple(1 if i == axis else d for i, d in enumerate(t.shape)))
@@ -510,7 +511,7 @@ def diff(a, n=1, axis=-1, prepend=_NoValue, append=_NoValue):
 
 def _bounding(v: Any, name: str, dt: DType) -> Atom:
     """``to_begin``/``to_end`` of np.ediff1d: raveled, cast to ``ary``'s dtype."""
-    v = asarray(v)
+    v = as_array(v)
     if not np.can_cast(typeof(v).dtype.np, dt.np, "same_kind"):
         raise TypeError(f"dtype of `{name}` must be compatible with input `ary` under the "
                         "`same_kind` rule.")

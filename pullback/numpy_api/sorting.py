@@ -19,7 +19,8 @@ from ..ops import reduce as R
 from ..ops import shape as S
 from ..ops import sort as O
 from .core import broadcast_to, convert, method, normalize_axis, promote, register, strong, typeof
-from .manip import asarray, ravel
+from .creation import as_array
+from .manip import ravel
 from .reductions import along
 
 
@@ -76,7 +77,7 @@ def searchsorted(a, v, side="left", sorter=None):
     if typeof(a).ndim != 1:
         raise ValueError("object too deep for desired array")
     if isinstance(v, (list, tuple)):
-        v = asarray(v)
+        v = as_array(v)
     (a, v), _ = promote(strong(a), v)
     vshape = typeof(v).shape
     grid = vshape + typeof(a).shape

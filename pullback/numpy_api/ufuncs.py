@@ -45,10 +45,11 @@ from .core import (
     operator_,
     promote,
     register,
+    static,
     to_float,
     typeof,
 )
-from .creation import as_array, operand, static_value
+from .creation import as_array, operand
 
 Kernel = Callable[..., Atom]
 
@@ -109,7 +110,7 @@ def _is(kind: str, x: Atom) -> bool:
 
 
 def _static_int(value: Any, what: str) -> int:
-    return operator.index(static_value(value, what))
+    return operator.index(static(value, what))
 
 
 def _no_out(out: Any) -> None:

@@ -18,7 +18,7 @@ from ..ir.types import TensorType, bool_
 _KIND_NAMES = {"b": "boolean", "i": "integer", "f": "floating-point"}
 
 
-def _check_kinds(name: str, kinds: str, types: list[TensorType]) -> None:
+def check_kinds(name: str, kinds: str, types: list[TensorType]) -> None:
     for t in types:
         if t.dtype.kind not in kinds:
             want = " or ".join(_KIND_NAMES[k] for k in kinds)
@@ -44,14 +44,14 @@ def _same_dtype(name: str, types: list[TensorType]) -> None:
 
 
 def _elementwise_type(name, kinds, types, out_dtype=None) -> TensorType:
-    _check_kinds(name, kinds, types)
+    check_kinds(name, kinds, types)
     _same_dtype(name, types)
     shape = _common_shape(name, types)
     dt = out_dtype or types[0].dtype
     return TensorType(shape, dt, weak=shape == () and all(t.weak for t in types))
 
 
-def _quiet(fn):
+def quiet(fn):
     """A NumPy impl with floating-point warnings silenced (inf/nan are values here)."""
 
     def impl(*xs, **params):
@@ -66,7 +66,7 @@ def unary(name: str, fn, kinds: str = "f") -> Op:
     return Op(
         name,
         infer=lambda ts: _elementwise_type(name, kinds, ts),
-        impl=_quiet(fn),
+        impl=quiet(fn),
         fusion="elementwise",
     )
 
@@ -75,7 +75,7 @@ def binary(name: str, fn, kinds: str = "if", out_dtype=None) -> Op:
     return Op(
         name,
         infer=lambda ts: _elementwise_type(name, kinds, ts, out_dtype),
-        impl=_quiet(fn),
+        impl=quiet(fn),
         fusion="elementwise",
     )
 
@@ -178,7 +178,7 @@ def _convert_infer(ts, dtype, weak):
 convert = Op(
     "convert",
     infer=_convert_infer,
-    impl=_quiet(lambda x, dtype, weak: np.asarray(x).astype(dtype.np)),
+    impl=quiet(lambda x, dtype, weak: np.asarray(x).astype(dtype.np)),
     params={"dtype": "dtype", "weak": "bool"},
     fusion="elementwise",
 )

@@ -89,7 +89,7 @@ def _square_float(op: str, a: TensorType) -> int:
     return a.shape[-1]
 
 
-def _quiet(fn):
+def quiet(fn):
     """An impl with floating-point warnings silenced (inf/nan are values here)."""
 
     def impl(*xs, **params):
@@ -125,7 +125,7 @@ def _cholesky_impl(a):
     return low
 
 
-cholesky = Op("cholesky", infer=_cholesky_infer, impl=_quiet(_cholesky_impl))
+cholesky = Op("cholesky", infer=_cholesky_infer, impl=quiet(_cholesky_impl))
 
 
 # -- triangular_solve -------------------------------------------------------------------
@@ -168,7 +168,7 @@ def _triangular_solve_impl(a, b, left_side, lower, transpose_a, unit_diagonal):
 triangular_solve = Op(
     "triangular_solve",
     infer=_triangular_solve_infer,
-    impl=_quiet(_triangular_solve_impl),
+    impl=quiet(_triangular_solve_impl),
     params={"left_side": "bool", "lower": "bool", "transpose_a": "bool", "unit_diagonal": "bool"},
 )
 
@@ -216,4 +216,4 @@ def _lu_impl(a):
     return [lu.reshape(a.shape), pivots.reshape((*batch, n)), perm.reshape((*batch, n))]
 
 
-lu = Op("lu", infer=_lu_infer, impl=_quiet(_lu_impl), multiple_results=True)
+lu = Op("lu", infer=_lu_infer, impl=quiet(_lu_impl), multiple_results=True)

@@ -16,7 +16,7 @@ import numpy as np
 from ..errors import ShapeError
 from ..ir.op import Op
 from ..ir.types import TensorType, int64
-from .elementwise import _check_kinds, _quiet
+from .elementwise import check_kinds, quiet
 
 
 def _check_axis(name: str, x: TensorType, axis: int) -> None:
@@ -40,7 +40,7 @@ def _extent(x: TensorType, axes: tuple[int, ...]) -> int:
 def _reduce_infer(name: str, kinds: str, no_identity: str | None):
     def infer(ts, axes):
         (x,) = ts
-        _check_kinds(name, kinds, [x])
+        check_kinds(name, kinds, [x])
         _check_axes(name, x, axes)
         if no_identity and _extent(x, axes) == 0:
             raise ShapeError(
@@ -58,7 +58,7 @@ def _reduction(name: str, fn, kinds: str, no_identity: str | None = None) -> Op:
     return Op(
         name,
         infer=_reduce_infer(name, kinds, no_identity),
-        impl=_quiet(lambda x, axes: np.asarray(fn(x, axis=axes)).astype(x.dtype, copy=False)),
+        impl=quiet(lambda x, axes: np.asarray(fn(x, axis=axes)).astype(x.dtype, copy=False)),
         params={"axes": "ints"},
         fusion="reduction",
     )
@@ -100,7 +100,7 @@ argmin = _arg_reduction("argmin", np.argmin)
 def _cumulative_infer(name: str):
     def infer(ts, axis, reverse):
         (x,) = ts
-        _check_kinds(name, "if", [x])
+        check_kinds(name, "if", [x])
         _check_axis(name, x, axis)
         return TensorType(x.shape, x.dtype)
 
@@ -111,7 +111,7 @@ def _cumulative(name: str, fn) -> Op:
     """Running totals along ``axis``; ``reverse`` accumulates from the last element back
     (what the transpose of the forward accumulation needs)."""
 
-    @_quiet
+    @quiet
     def impl(x, axis, reverse):
         if not reverse:
             return fn(x, axis=axis, dtype=x.dtype)
