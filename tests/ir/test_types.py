@@ -110,7 +110,7 @@ def test_type_strings_and_validation():
 SHAPES = [(), (0,), (1,), (3,), (1, 3), (3, 1), (2, 1, 3), (0, 3), (1, 0), (4, 1, 1), (5, 4, 3)]
 
 
-@pytest.mark.parametrize("a, b", itertools.product(SHAPES, SHAPES), ids=str)
+@pytest.mark.parametrize("a, b", list(itertools.product(SHAPES, SHAPES)), ids=str)
 def test_broadcast_shapes_is_numpys(a, b):
     try:
         want = np.broadcast_shapes(a, b)
