@@ -135,5 +135,15 @@ def check_raises(exc: type[BaseException], fn: Callable, *args, mapping=None, **
         interp.run(func, *leaves)
 
 
-__all__ = ["as_atom", "check", "check_attribute", "check_method", "check_operator",
+def agree(fn: Callable, *args, **kwargs) -> None:
+    """The mapping gives NumPy's result, or raises what NumPy raises."""
+    try:
+        fn(*args, **kwargs)
+    except Exception as e:  # noqa: BLE001 - the point is to raise the same thing
+        check_raises(type(e), fn, *args, **kwargs)
+        return
+    check(fn, *args, **kwargs)
+
+
+__all__ = ["agree", "as_atom", "check", "check_attribute", "check_method", "check_operator",
            "check_raises", "roundtrip", "run_mapping", "stage"]
