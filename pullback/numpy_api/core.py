@@ -27,6 +27,7 @@ from ..errors import ConcretizationError, ShapeError, UnsupportedError
 from ..ir.builder import as_atom
 from ..ir.core import Atom, Lit, Var
 from ..ir.types import DType, TensorType, broadcast_shapes, dtype, float64, result_type
+from ..ops import control as C
 from ..ops import elementwise as E
 from ..ops import shape as S
 
@@ -117,12 +118,26 @@ def promote(*xs: Any) -> tuple[list[Atom], TensorType]:
     rt = result_type(*(a.type for a in atoms))
     out = []
     for x, a in zip(xs, atoms, strict=True):
-        if isinstance(x, int) and not isinstance(x, bool) and rt.dtype.is_int and not rt.weak:
-            info = np.iinfo(rt.dtype.np)
-            if not info.min <= x <= info.max:
-                raise OverflowError(f"Python integer {x} out of bounds for {rt.dtype.name}")
+        if a.type.weak and a.type.dtype.is_int and rt.dtype.is_int and not rt.weak:
+            _check_fits(x, a, rt.dtype)
         out.append(convert(a, rt.dtype, rt.weak))
     return out, rt
+
+
+def _check_fits(x: Any, a: Atom, dt: DType) -> None:
+    """A Python int meeting a narrower NumPy int must fit, or NumPy raises OverflowError:
+    at compile time for a constant, at run time for a run-time Python int."""
+    info = np.iinfo(dt.np)
+    if info.min <= np.iinfo(a.type.dtype.np).min and np.iinfo(a.type.dtype.np).max <= info.max:
+        return
+    message = "Python integer {} out of bounds for " + dt.name
+    if not isinstance(a, Var):
+        value = int(a.value)
+        if not info.min <= value <= info.max:
+            raise OverflowError(message.format(value))
+        return
+    fits = E.and_(E.ge(a, Lit(info.min, a.type)), E.le(a, Lit(info.max, a.type)))
+    C.check(fits, a, exc="OverflowError", fmt=message)
 
 
 def to_float(rt: TensorType) -> DType:
