@@ -99,18 +99,23 @@ def updates(x, idx, axis, dt):
     return arr(x.shape[:axis] + idx.shape + x.shape[axis + 1:], dt, seed=2)
 
 
+def scatter_reference(x, idx, upd, axis, combine):
+    """Apply the updates one after the other, in index order (the last write wins)."""
+    want = x.copy()
+    moved = np.moveaxis(want, axis, 0)
+    upd_moved = np.moveaxis(upd.reshape(x.shape[:axis] + (idx.size,) + x.shape[axis + 1:]), axis, 0)
+    for k, i in enumerate(idx.ravel()):
+        moved[i] = combine(moved[i], upd_moved[k])
+    return want
+
+
 @pytest.mark.parametrize("dt", DTYPES)
 @pytest.mark.parametrize("shape,axis,idx", GATHERS)
 def test_scatter(dt, shape, axis, idx):
     x, idx = arr(shape, dt), np.asarray(idx, np.int64)
     upd = updates(x, idx, axis, dt)
     (got,) = run_op(X.scatter, x, idx, upd, axis=axis)
-    want = x.copy()
-    moved = np.moveaxis(want, axis, 0)
-    upd_moved = np.moveaxis(upd.reshape(x.shape[:axis] + (idx.size,) + x.shape[axis + 1:]), axis, 0)
-    for k, i in enumerate(idx.ravel()):  # one write after the other: the last one wins
-        moved[i] = upd_moved[k]
-    assert_same(got, want)
+    assert_same(got, scatter_reference(x, idx, upd, axis, lambda old, new: new))
 
 
 @pytest.mark.parametrize("dt", NUMERIC)
@@ -119,11 +124,7 @@ def test_scatter_add(dt, shape, axis, idx):
     x, idx = arr(shape, dt), np.asarray(idx, np.int64)
     upd = updates(x, idx, axis, dt)
     (got,) = run_op(X.scatter_add, x, idx, upd, axis=axis)
-    want = x.copy()
-    moved = np.moveaxis(want, axis, 0)
-    upd_moved = np.moveaxis(upd.reshape(x.shape[:axis] + (idx.size,) + x.shape[axis + 1:]), axis, 0)
-    for k, i in enumerate(idx.ravel()):
-        moved[i] += upd_moved[k]
+    want = scatter_reference(x, idx, upd, axis, np.add)
     np.testing.assert_allclose(got, want, rtol=1e-6)
     assert got.dtype == want.dtype
 
