@@ -1,6 +1,7 @@
 """pullback: a differentiable-programming compiler for Python + NumPy."""
 
 from . import ops as _ops  # noqa: F401  (registers the primitives)
+from .api import jit, make_ir
 from .errors import CompileError, ConcretizationError, ShapeError, UnsupportedError
 from .ir.types import bool_, float32, float64, int32, int64
 from .tree import (
@@ -14,7 +15,7 @@ from .tree import (
 )
 
 __all__ = [
-    "CompileError", "ConcretizationError", "ShapeError", "TreeDef", "UnsupportedError",
+    "CompileError", "ConcretizationError", "jit", "make_ir", "ShapeError", "TreeDef", "UnsupportedError",
     "bool_", "float32", "float64", "int32", "int64", "register_pytree", "tree_flatten",
     "tree_leaves", "tree_map", "tree_structure", "tree_unflatten",
 ]

@@ -1,0 +1,212 @@
+"""The public entry points: ``jit`` compiles a Python function per argument signature,
+``make_ir`` shows what it compiles to.
+
+Arguments are pytrees.  NumPy arrays, NumPy scalars and Python floats are run-time
+values; Python ints, bools, strings, None and other objects are compile-time (static)
+values, part of the cache key, as are the arguments named in ``static_argnames``.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import os
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from . import numpy_api  # noqa: F401  (registers the NumPy mappings)
+from .backends import interp
+from .errors import UnsupportedError
+from .frontend.stager import Stager
+from .frontend.values import Ref
+from .ir.builder import Builder
+from .ir.core import Func
+from .ir.types import type_of_value
+from .tree import TreeDef, tree_flatten, tree_unflatten
+
+BACKENDS = ("interp",)
+
+
+def _leaf_kind(x: Any) -> str | None:
+    """How a leaf is passed: 'array', 'scalar' (NumPy), 'python' (float), None (static)."""
+    if isinstance(x, np.ndarray):
+        return "array"
+    if isinstance(x, np.generic):
+        return "scalar"
+    if isinstance(x, float):
+        return "python"
+    return None
+
+
+def _static_key(x: Any) -> Any:
+    try:
+        hash(x)
+    except TypeError:
+        return ("id", id(x))
+    return ("value", type(x), x)
+
+
+@dataclass
+class Signature:
+    """What a compiled specialisation depends on, and how to feed it."""
+
+    key: tuple
+    tree: TreeDef
+    leaves: list
+    dynamic: list[int]  # positions of run-time leaves, first occurrence of each array
+    alias: list[int]  # for each run-time leaf, the position of its first occurrence
+
+
+def signature(fn: Callable, args: tuple, kwargs: dict, static_argnames: Sequence[str]
+              ) -> Signature:
+    bound = inspect.signature(fn).bind(*args, **kwargs)
+    bound.apply_defaults()
+    arguments = dict(bound.arguments)
+    static = {n: arguments.pop(n) for n in static_argnames if n in arguments}
+    leaves, tree = tree_flatten(arguments)
+    key_parts, dynamic, alias = [], [], []
+    first: dict[int, int] = {}
+    for i, x in enumerate(leaves):
+        kind = _leaf_kind(x)
+        if kind is None:
+            key_parts.append(_static_key(x))
+            continue
+        j = first.setdefault(id(x), i) if kind == "array" else i
+        if j == i:
+            dynamic.append(i)
+        alias.append(j)
+        contiguous = bool(x.flags.c_contiguous) if kind == "array" else True
+        key_parts.append((kind, np.shape(x), np.asarray(x).dtype.str, contiguous, j))
+    key = (tree, tuple(key_parts), tuple(sorted((n, _static_key(v)) for n, v in static.items())))
+    return Signature(key, tree, [*leaves, static], dynamic, alias)
+
+
+@dataclass
+class Staged:
+    """A staged specialisation: the IR and how to rebuild results and write back."""
+
+    func: Func
+    outputs: list  # per result leaf: ('dyn', kind, weak) or ('static', value)
+    out_tree: TreeDef
+    writeback: list[int]  # leaf positions of arguments the function mutates
+
+
+def stage(fn: Callable, sig: Signature, name: str) -> Staged:
+    *leaves, static = sig.leaves
+    stager = Stager()
+    with Builder() as b:
+        cells: dict[int, Ref] = {}
+        abstract = []
+        for i, x in enumerate(leaves):
+            kind = _leaf_kind(x)
+            if kind is None:
+                abstract.append(x)
+                continue
+            j = sig.alias[sig.dynamic.index(i)] if i in sig.dynamic else i
+            if j not in cells:
+                var = b.param(type_of_value(x), hint=f"arg{i}")
+                cells[j] = Ref(var, "array" if kind == "array" else "scalar",
+                               bool(x.flags.c_contiguous) if kind == "array" else True)
+            abstract.append(cells[j])
+        stager.arguments = list(cells.values())
+        arguments = tree_unflatten(sig.tree, abstract)
+        result = stager.call(fn, [], {**arguments, **static})
+        out_leaves, out_tree = tree_flatten(result)
+        results, outputs = [], []
+        for x in out_leaves:
+            if isinstance(x, Ref):
+                results.append(x.get())
+                outputs.append(("dyn", x.kind, x.get().type.weak))
+            else:
+                if hasattr(x, "fmt"):
+                    raise UnsupportedError("a function cannot return an f-string of run-time "
+                                           "values")
+                outputs.append(("static", x))
+        writeback = []
+        params = list(b.frame.params)
+        for (j, cell), param in zip(cells.items(), params, strict=True):
+            if cell.kind == "array" and cell.raw() is not param:
+                writeback.append(j)
+                results.append(cell.raw())
+        func = b.finish(name, results)
+    return Staged(func, outputs, out_tree, writeback)
+
+
+def _output(value: np.ndarray, spec: tuple, inputs: list) -> Any:
+    _, kind, weak = spec
+    if weak:
+        return value.item()
+    if kind == "scalar":
+        return value[()]
+    if not value.flags.writeable or any(value is a for a in inputs):
+        return value.copy()
+    return value
+
+
+class Jitted:
+    """A compiled function: staged once per argument signature, then run."""
+
+    def __init__(self, fn: Callable, static_argnames: Sequence[str], backend: str | None):
+        backend = backend or os.environ.get("PULLBACK_BACKEND") or "interp"
+        if backend not in BACKENDS:
+            raise ValueError(f"unknown backend {backend!r}; available: {', '.join(BACKENDS)}")
+        self.fn = fn
+        self.static_argnames = tuple(static_argnames)
+        self.backend = backend
+        self._cache: dict[tuple, Staged] = {}
+        self._lock = threading.Lock()
+        functools.update_wrapper(self, fn)
+
+    def specialise(self, *args: Any, **kwargs: Any) -> tuple[Staged, Signature]:
+        sig = signature(self.fn, args, kwargs, self.static_argnames)
+        staged = self._cache.get(sig.key)
+        if staged is None:
+            with self._lock:
+                staged = self._cache.get(sig.key)
+                if staged is None:
+                    name = getattr(self.fn, "__name__", "f").replace("<lambda>", "lambda")
+                    staged = stage(self.fn, sig, name)
+                    if "ir" in os.environ.get("PULLBACK_DUMP", "").split(","):
+                        print(staged.func)
+                    self._cache[sig.key] = staged
+        return staged, sig
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        staged, sig = self.specialise(*args, **kwargs)
+        leaves = sig.leaves[:-1]
+        inputs = [leaves[i] for i in sig.dynamic]
+        outs = interp.run(staged.func, *inputs)
+        n = len(outs) - len(staged.writeback)
+        for i, value in zip(staged.writeback, outs[n:], strict=True):
+            np.copyto(leaves[i], value, casting="no")
+        it = iter(outs[:n])
+        result = [_output(next(it), s, inputs) if s[0] == "dyn" else s[1]
+                  for s in staged.outputs]
+        return tree_unflatten(staged.out_tree, result)
+
+    def __get__(self, obj: Any, objtype: Any = None) -> Any:
+        return self if obj is None else functools.partial(self, obj)
+
+
+def jit(fn: Callable | None = None, *, static_argnames: Sequence[str] | str = (),
+        backend: str | None = None) -> Any:
+    """Compile ``fn``: staged from its source per argument signature, cached."""
+    if isinstance(static_argnames, str):
+        static_argnames = (static_argnames,)
+    if fn is None:
+        return lambda f: Jitted(f, static_argnames, backend)
+    return Jitted(fn, static_argnames, backend)
+
+
+def make_ir(fn: Callable, *, static_argnames: Sequence[str] | str = ()) -> Callable[..., Func]:
+    """``make_ir(f)(*args)``: the IR ``jit(f)`` runs for these arguments (printable)."""
+    jitted = jit(fn, static_argnames=static_argnames)
+
+    def ir(*args: Any, **kwargs: Any) -> Func:
+        return jitted.specialise(*args, **kwargs)[0].func
+
+    return ir

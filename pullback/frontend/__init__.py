@@ -1,0 +1,1 @@
+"""Staging Python source into graph IR (DESIGN §4)."""

@@ -1,0 +1,466 @@
+"""Control flow on run-time values: ``cond`` for branches, ``for_loop``/``while_loop`` for
+loops, with the variables and cells they change found automatically (DESIGN §4).
+
+``break``, ``continue`` and ``return`` set flag variables (``scope.FLAGS``); statements
+after a flag that is only known at run time are staged under a ``cond`` on it, and
+loops that may exit early run as ``while_loop`` s that test the flags.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ..errors import CompileError
+from ..ir.builder import current
+from ..ir.core import Atom, Lit
+from ..ir.types import bool_, int64, type_of_value
+from ..numpy_api.core import convert
+from ..ops import control as C
+from ..ops import elementwise as E
+from ..tree import tree_flatten, tree_unflatten
+from .iteration import Counted
+from .lowering import tree_leaves_refs
+from .regions import (
+    Bottom,
+    End,
+    MergeError,
+    Slot,
+    as_dynamic,
+    merge_leaf,
+    mismatch,
+    run_region,
+    zeros,
+)
+from .scope import BROKE, CONTINUED, DEAD, FLAGS, RETURNED, RETVAL
+from .values import Ref, Undefined, is_static_number
+
+VALUE = ".value"
+PLACEHOLDER_OK = (RETVAL, VALUE)
+_MISSING = object()
+
+
+def _atom_of(end: End, leaf: Any) -> Atom:
+    return end.atom(leaf) if isinstance(leaf, Ref) else Lit(leaf, type_of_value(leaf))
+
+
+def _leaf_type(leaf: Any):
+    return leaf.raw().type if isinstance(leaf, Ref) else type_of_value(leaf)
+
+
+class ControlMixin:
+    # -- branches -------------------------------------------------------------------
+
+    def branch_value(self, pred: Atom, then_fn: Callable[[], Any],
+                     else_fn: Callable[[], Any]) -> Any:
+        """``then_fn() if pred else else_fn()`` for a run-time ``pred``."""
+        return self.branch(pred, then_fn, else_fn, value=True)
+
+    def branch(self, pred: Atom, then_fn: Callable[[], Any], else_fn: Callable[[], Any],
+               value: bool = False) -> Any:
+        b = current()
+        ends: list[End] = []
+
+        def region(fn: Callable[[], Any]) -> Callable[[], list]:
+            def build() -> list:
+                end = run_region(self, fn)
+                if value:
+                    end.vars[VALUE] = end.value
+                ends.append(end)
+                return []
+            return build
+
+        blocks = [b.block([], region(then_fn)), b.block([], region(else_fn))]
+        live = [e for e in ends if not e.bottom and e.vars.get(DEAD) is not True]
+        if not live:
+            if all(e.bottom for e in ends):
+                raise Bottom
+            C.cond(pred, then=blocks[0], orelse=blocks[1])
+            self.frame.vars[DEAD] = True
+            return None
+        entry = dict(self.frame.vars)
+        names = sorted({n for e in live for n in e.vars
+                        if e.vars[n] is not entry.get(n, _MISSING)})
+        slots: list[Slot] = []
+        rebuild: list[tuple[str, Any, list, End]] = []
+        for name in names:
+            vals = [e.vars.get(name, False if name in FLAGS else _MISSING) for e in live]
+            if any(v is _MISSING or isinstance(v, Undefined) for v in vals):
+                known = [v for v in vals if v is not _MISSING and not isinstance(v, Undefined)]
+                if name not in PLACEHOLDER_OK or not known:
+                    self.frame.vars[name] = Undefined(
+                        name, "is assigned on only some paths of a branch on run-time values",
+                        live[0].where.get(name))
+                    continue
+                vals = [known[0] if v is _MISSING or isinstance(v, Undefined) else v
+                        for v in vals]
+            rebuild.append(self._merge_var(name, vals, live, slots))
+        writes = {r for e in live for r in e.writes}
+        ref_slots = []
+        for r in sorted(writes, key=lambda r: r.serial):
+            atoms = [e.writes.get(r, r.raw()) for e in live]
+            if all(a is atoms[0] for a in atoms):
+                continue
+            ref_slots.append((r, len(slots)))
+            slots.append(Slot(atoms[0].type, "array", atoms))
+        for e in live:
+            self._check_types(slots, e)
+        for blk, e in zip(blocks, ends, strict=True):
+            if e in live:
+                blk.results = [s.atoms[live.index(e)] for s in slots]
+            else:
+                blk.results = [zeros(s.type) for s in slots]
+        outs = C.cond(pred, then=blocks[0], orelse=blocks[1]) if slots or any(
+            blk.eqns for blk in blocks) else []
+        made: dict[int, Ref] = {}
+        for name, td, plan, end in rebuild:
+            leaves = [made.setdefault(p, Ref(outs[p], slots[p].kind)) if isinstance(p, int)
+                      else p[0] for p in plan]
+            self.frame.vars[name] = tree_unflatten(td, leaves)
+            if name in end.where:
+                self.frame.where[name] = end.where[name]
+        for r, k in ref_slots:
+            r.set(outs[k])
+        result = self.frame.vars.pop(VALUE, None) if value else None
+        return result
+
+    def _merge_var(self, name: str, vals: list[Any], ends: list[End],
+                   slots: list[Slot]) -> tuple[str, Any, list, End]:
+        flat = [tree_flatten(v) for v in vals]
+        td = flat[0][1]
+        for (_, t), v in zip(flat[1:], vals[1:], strict=True):
+            if t != td:
+                raise mismatch(name, [vals[0], v], [ends[0].where.get(name),
+                                                      ends[-1].where.get(name)], "of the branch")
+        plan: list = []
+        shared: dict[tuple, int] = {}
+        for k in range(len(flat[0][0])):
+            leaves = [f[0][k] for f in flat]
+            same, v = merge_leaf(leaves)
+            if same:
+                plan.append((v,))
+                continue
+            ident = tuple(id(x) for x in leaves)
+            if ident in shared and all(isinstance(x, Ref) for x in leaves):
+                plan.append(shared[ident])
+                continue
+            types = [_leaf_type(x) for x in leaves]
+            if any(t != types[0] for t in types):
+                bad = next(i for i, t in enumerate(types) if t != types[0])
+                raise mismatch(name, [as_dynamic(leaves[0]), as_dynamic(leaves[bad])],
+                               [ends[0].where.get(name), ends[bad].where.get(name)],
+                               "of the branch")
+            kinds = [x.kind for x in leaves if isinstance(x, Ref)]
+            kind = "array" if "array" in kinds else "scalar"
+            shared[ident] = len(slots)
+            plan.append(len(slots))
+            slots.append(Slot(types[0], kind, [_atom_of(e, x) for e, x in zip(ends, leaves,
+                                                                              strict=True)]))
+        return name, td, plan, ends[0]
+
+    def _check_types(self, slots: list[Slot], end: End) -> None:
+        for s in slots:
+            for a in s.atoms:
+                if a.type != s.type:
+                    raise MergeError(f"internal: slot of {s.type} given {a.type}")
+
+    # -- flags ----------------------------------------------------------------------
+
+    def flow(self, flags: tuple[str, ...] = FLAGS) -> tuple[bool | Atom, list[str]]:
+        """Whether control has left the current statement list: static or run-time."""
+        dynamic, names = [], []
+        for f in flags:
+            v = self.frame.vars.get(f, False)
+            if v is True:
+                return True, []
+            if isinstance(v, Ref):
+                dynamic.append(v.get())
+                names.append(f)
+        if not dynamic:
+            return False, []
+        out = dynamic[0]
+        for d in dynamic[1:]:
+            out = E.or_(out, d)
+        return out, names
+
+    def guarded(self, flow: Atom, names: list[str], rest: Callable[[], None]) -> None:
+        """Stage ``rest`` only on the run-time path where no flag is set."""
+        def going() -> None:
+            for n in names:  # on this path every flag is known to be clear
+                self.frame.vars[n] = False
+            rest()
+
+        def stopped() -> None:
+            if len(names) == 1:  # on this path that one flag is known to be set
+                self.frame.vars[names[0]] = True
+
+        self.branch(E.not_(flow), going, stopped)
+
+    # -- loops ----------------------------------------------------------------------
+
+    def carried_loop(self, names: set[str], form: Any, min_trips: int | None) -> None:
+        """Stage a rolled loop whose body may change ``names`` and any cell.
+
+        ``form.emit(init, types, body)`` emits the loop op from the carried values' entry
+        atoms and types and ``body(params) -> result atoms``; ``form.iteration()`` stages one
+        iteration once the carried state is bound.  Attempts repeat until the carried
+        state is stable: numbers that become run-time values, cells found written, and
+        names first set inside the loop join the carries.
+        """
+        frame = self.frame
+        identity: list[Ref] = []
+        promoted: set[tuple[str, int]] = set()
+        placeholders: dict[str, Any] = {}
+        loop_local: set[str] = set()
+        for _ in range(12):
+            entry: dict[str, tuple[list, Any]] = {}
+            for name in sorted(names):
+                v = frame.vars.get(name, _MISSING)
+                if v is _MISSING or isinstance(v, Undefined):
+                    if name not in placeholders:
+                        continue
+                    v = placeholders[name]
+                entry[name] = tree_flatten(v)
+            spec: list[tuple] = []  # ('ref', R) | ('var', name, k)
+            init: list[Atom] = []
+            for r in identity:
+                spec.append(("ref", r))
+                init.append(r.get())
+            for name, (leaves, _) in entry.items():
+                for k, leaf in enumerate(leaves):
+                    if isinstance(leaf, Ref) and leaf in identity:
+                        continue
+                    if isinstance(leaf, Ref) or (name, k) in promoted:
+                        spec.append(("var", name, k))
+                        init.append(leaf.get() if isinstance(leaf, Ref)
+                                    else Lit(leaf, type_of_value(leaf)))
+            state: dict[str, Any] = {}
+
+            def body(params: list[Atom], spec=spec, entry=entry, state=state) -> list[Atom]:
+                def iteration() -> None:
+                    bound = {n: list(leaves) for n, (leaves, _) in entry.items()}
+                    fresh = {}
+                    for s, p in zip(spec, params, strict=True):
+                        if s[0] == "ref":
+                            s[1].set(p)
+                        else:
+                            old = bound[s[1]][s[2]]
+                            cell = Ref(p, old.kind if isinstance(old, Ref) else "scalar")
+                            bound[s[1]][s[2]] = cell
+                            fresh[id(cell)] = s
+                    state["fresh"] = fresh
+                    for n, (_, td) in entry.items():
+                        frame.vars[n] = tree_unflatten(td, bound[n])
+                    form.iteration()
+
+                end = run_region(self, iteration)
+                state["end"] = end
+                if self._loop_fixes(names, entry, spec, end, identity, promoted,
+                                    placeholders, loop_local, state["fresh"], min_trips):
+                    raise _Retry
+                return [self._end_atom(end, s) for s in spec]
+
+            try:
+                outs = form.emit(init, [a.type for a in init], body, spec)
+            except _Retry:
+                continue
+            self._bind_loop_outputs(entry, spec, state["end"], outs, loop_local)
+            return
+        raise CompileError("the state carried by this loop does not settle",
+                           hint="give loop variables a fixed type before the loop")
+
+    def _end_atom(self, end: End, s: tuple) -> Atom:
+        if s[0] == "ref":
+            return end.writes.get(s[1], s[1].raw())
+        leaf = tree_flatten(end.vars[s[1]])[0][s[2]]
+        return _atom_of(end, leaf)
+
+    def _loop_fixes(self, names, entry, spec, end: End, identity, promoted, placeholders,
+                    loop_local, fresh, min_trips) -> bool:
+        if end.bottom:
+            raise Bottom
+        retry = False
+        for r in end.writes:
+            if r not in identity:
+                identity.append(r)
+                retry = True
+        for pid, s in fresh.items():
+            leaf0 = entry[s[1]][0][s[2]]
+            if pid in end.fresh_writes and isinstance(leaf0, Ref) and leaf0.kind == "array" \
+                    and leaf0 not in identity and self.is_shared(leaf0, s[1]):
+                identity.append(leaf0)
+                retry = True
+        for name in sorted(names):
+            if name in entry or name not in end.vars or isinstance(end.vars[name], Undefined):
+                continue
+            if name in PLACEHOLDER_OK or name in FLAGS or (min_trips or 0) >= 1:
+                leaves, td = tree_flatten(end.vars[name])
+                placeholders[name] = tree_unflatten(td, [
+                    Ref(zeros(end.atom(x).type), x.kind) if isinstance(x, Ref) else x
+                    for x in leaves])
+                retry = True
+            else:
+                loop_local.add(name)
+        if retry:
+            return True
+        var_slots = {(s[1], s[2]) for s in spec if s[0] == "var"}
+        seen: dict[int, str] = {}
+        for name, (leaves0, td0) in entry.items():
+            v = end.vars.get(name, _MISSING)
+            if v is _MISSING or isinstance(v, Undefined):
+                raise CompileError(f"'{name}' is deleted inside a loop on run-time values")
+            leaves1, td1 = tree_flatten(v)
+            where = [self.frame.where.get(name), end.where.get(name)]
+            if td1 != td0:
+                raise mismatch(name, [tree_unflatten(td0, leaves0), v], where,
+                               "of the loop (before and after an iteration)")
+            for k, (a, b) in enumerate(zip(leaves0, leaves1, strict=True)):
+                if isinstance(a, Ref) and a in identity:
+                    if b is not a:
+                        raise MergeError(
+                            f"'{name}' shares its array with another name when the loop "
+                            "starts but is rebound inside it", where[1],
+                            hint=f"copy it before the loop: {name} = {name}.copy()")
+                    continue
+                if (name, k) not in var_slots:
+                    if not merge_leaf([a, b])[0]:
+                        if not (_is_number(a) and (isinstance(b, Ref) or _is_number(b))):
+                            raise mismatch(name, [a, b], where, "of the loop")
+                        promoted.add((name, k))
+                        retry = True
+                    continue
+                ta = _leaf_type(a)
+                tb = end.atom(b).type if isinstance(b, Ref) else type_of_value(b)
+                if ta != tb:
+                    shown = Ref(end.atom(b)) if isinstance(b, Ref) else as_dynamic(b)
+                    raise mismatch(name, [as_dynamic(a), shown], where,
+                                   "of the loop (before and after an iteration)")
+                if isinstance(b, Ref):
+                    if id(b) in seen:
+                        raise MergeError(
+                            f"'{name}' and '{seen[id(b)]}' are the same array after an "
+                            "iteration but not before it", where[1],
+                            hint="make a copy with .copy()")
+                    seen[id(b)] = name
+        return retry
+
+    def _bind_loop_outputs(self, entry, spec, end: End, outs, loop_local) -> None:
+        by_var = {}
+        for s, out in zip(spec, outs, strict=True):
+            if s[0] == "ref":
+                s[1].set(out)
+            else:
+                by_var[(s[1], s[2])] = out
+        for name, (leaves0, td0) in entry.items():
+            leaves1, _ = tree_flatten(end.vars[name])
+            new = []
+            for k, (a, b) in enumerate(zip(leaves0, leaves1, strict=True)):
+                if (name, k) in by_var:
+                    kind = b.kind if isinstance(b, Ref) else (
+                        a.kind if isinstance(a, Ref) else "scalar")
+                    new.append(Ref(by_var[(name, k)], kind))
+                else:
+                    new.append(a)
+            self.frame.vars[name] = tree_unflatten(td0, new)
+            if name in end.where:
+                self.frame.where[name] = end.where[name]
+        for name in loop_local:
+            self.frame.vars[name] = Undefined(
+                name, "is first assigned inside a loop that may run zero times at run time",
+                end.where.get(name))
+
+    def is_shared(self, ref: Ref, name: str) -> bool:
+        """Whether a cell can be seen through anything but the variable ``name``."""
+        root = ref.root()
+        for frame in self.frames:
+            for n, v in frame.vars.items():
+                for r in tree_leaves_refs(v):
+                    if r.root() is root and not (frame is self.frame and n == name
+                                                 and r is ref):
+                        return True
+        return any(a.root() is root for a in self.arguments)
+
+
+class _Retry(Exception):
+    """The loop's carried state changed during an attempt: stage it again."""
+
+
+class ForForm:
+    """``for_loop(lo, hi, step)`` binding each index (or element) to the target."""
+
+    def __init__(self, stager, counted: Counted, bind: Callable[[Any], None],
+                 run_body: Callable[[], None]):
+        self.stager, self.bind, self.run_body = stager, bind, run_body
+        if counted.bounds is not None:
+            self.lo, self.hi, self.step = (index_atom(v) for v in counted.bounds)
+            self.element = None
+        else:
+            self.lo, self.hi, self.step = index_atom(0), index_atom(counted.length), \
+                index_atom(1)
+            self.element = counted.at
+        self.index: Atom | None = None
+
+    def iteration(self) -> None:
+        idx = Ref(self.index)
+        self.bind(idx if self.element is None else self.element(idx))
+        self.stager.frame.vars[CONTINUED] = False
+        self.run_body()
+        self.stager.frame.vars[CONTINUED] = False
+
+    def emit(self, init: list[Atom], types: list, body: Callable, spec: list) -> list:
+        def build(i, *params):
+            self.index = i
+            return body(list(params))
+
+        blk = current().block([self.lo.type, *types], build)
+        return C.for_loop(self.lo, self.hi, self.step, *init, body=blk)
+
+
+class WhileForm:
+    """``while_loop`` on the carried flag ``.go``; the body recomputes it after the
+    iteration, from the flags and the loop's test."""
+
+    def __init__(self, stager, run_body: Callable[[], None], test: Callable[[], Any],
+                 go: str):
+        self.stager, self.run_body, self.test, self.go = stager, run_body, test, go
+
+    def iteration(self) -> None:
+        st = self.stager
+        st.frame.vars[CONTINUED] = False
+        self.run_body()
+        st.frame.vars[CONTINUED] = False
+        flow, _ = st.flow((RETURNED, BROKE, DEAD))
+        if flow is True:
+            go: Any = False
+        elif flow is False:
+            go = st.truth(self.test())
+        else:
+            go = st.branch_value(flow, lambda: False,
+                                 lambda: _bool_cell(st.truth(self.test())))
+        st.frame.vars[self.go] = _bool_cell(go.get() if isinstance(go, Ref) else go)
+
+    def emit(self, init: list[Atom], types: list, body: Callable, spec: list) -> list:
+        b = current()
+        go_at = spec.index(("var", self.go, 0))
+
+        cond = b.block(types, lambda *ps: [ps[go_at]])
+        blk = b.block(types, lambda *ps: body(list(ps)))
+        return C.while_loop(*init, cond=cond, body=blk)
+
+
+def _bool_cell(t: Any) -> Ref:
+    if isinstance(t, Ref):
+        return t
+    if isinstance(t, bool):
+        return Ref(Lit(t, type_of_value(True)))
+    return Ref(convert(t, bool_, True))
+
+
+def index_atom(v: Any) -> Atom:
+    if isinstance(v, Ref):
+        return convert(v.get(), int64, True)
+    return Lit(int(v), type_of_value(0))
+
+
+def _is_number(x: Any) -> bool:
+    return is_static_number(x)

@@ -1,0 +1,194 @@
+"""Frames: the environment of one staged function call, with Python's scoping rules.
+
+A name is local to a function when the function assigns it anywhere (Python decides
+this at compile time, and so do we); other names come from enclosing staged functions,
+the function's closure cells, its globals, then builtins.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+from typing import Any
+
+from ..errors import Loc, UnsupportedError
+from .values import Undefined
+
+#: Pseudo-variables that carry control flow through branches and loops.
+RETURNED, RETVAL, BROKE, CONTINUED, DEAD = ".returned", ".retval", ".broke", ".continued", ".dead"
+FLAGS = (RETURNED, BROKE, CONTINUED, DEAD)
+
+
+class _Stores(ast.NodeVisitor):
+    """Names a statement list binds, not looking inside nested scopes."""
+
+    def __init__(self) -> None:
+        self.names: set[str] = set()
+        self.declared: dict[str, str] = {}
+        self.flags: set[str] = set()
+
+    def visit_Name(self, node: ast.Name) -> None:
+        if isinstance(node.ctx, (ast.Store, ast.Del)):
+            self.names.add(node.id)
+
+    def _scope(self, node: ast.AST) -> None:
+        if hasattr(node, "name"):
+            self.names.add(node.name)
+        for d in getattr(node, "decorator_list", []):
+            self.visit(d)
+        args = getattr(node, "args", None)
+        if isinstance(args, ast.arguments):
+            for d in [*args.defaults, *(d for d in args.kw_defaults if d is not None)]:
+                self.visit(d)
+
+    visit_FunctionDef = visit_AsyncFunctionDef = visit_ClassDef = visit_Lambda = _scope
+
+    def _comprehension(self, node: ast.AST) -> None:
+        self.visit(node.generators[0].iter)
+        for g in node.generators:  # walrus targets inside comprehensions leak out
+            for sub in ast.walk(g):
+                if isinstance(sub, ast.NamedExpr):
+                    self.visit(sub.target)
+        for part in ("elt", "key", "value"):
+            for sub in ast.walk(getattr(node, part, None) or ast.Pass()):
+                if isinstance(sub, ast.NamedExpr):
+                    self.visit(sub.target)
+
+    visit_ListComp = visit_SetComp = visit_DictComp = visit_GeneratorExp = _comprehension
+
+    def visit_Import(self, node: ast.Import) -> None:
+        for a in node.names:
+            self.names.add((a.asname or a.name).split(".")[0])
+
+    visit_ImportFrom = visit_Import
+
+    def visit_Global(self, node: ast.Global) -> None:
+        for n in node.names:
+            self.declared[n] = "global"
+
+    def visit_Nonlocal(self, node: ast.Nonlocal) -> None:
+        for n in node.names:
+            self.declared[n] = "nonlocal"
+
+    def visit_Return(self, node: ast.Return) -> None:
+        self.flags |= {RETURNED, RETVAL}
+        self.generic_visit(node)
+
+    def visit_Break(self, node: ast.Break) -> None:
+        self.flags.add(BROKE)
+
+    def visit_Continue(self, node: ast.Continue) -> None:
+        self.flags.add(CONTINUED)
+
+    def visit_Raise(self, node: ast.Raise) -> None:
+        self.flags.add(DEAD)
+        self.generic_visit(node)
+
+    def visit_Assert(self, node: ast.Assert) -> None:
+        self.generic_visit(node)
+
+
+def stores(stmts: list[ast.stmt]) -> _Stores:
+    v = _Stores()
+    for s in stmts:
+        v.visit(s)
+    return v
+
+
+def loop_stores(stmts: list[ast.stmt]) -> set[str]:
+    """Names and flags a loop body may change; break/continue of inner loops stay there."""
+    v = stores(stmts)
+    names = v.names | (v.flags & {RETURNED, RETVAL, DEAD})
+    for s in stmts:
+        names |= _own_loop_flags(s)
+    return names
+
+
+def _own_loop_flags(node: ast.AST) -> set[str]:
+    if isinstance(node, ast.Break):
+        return {BROKE}
+    if isinstance(node, ast.Continue):
+        return {CONTINUED}
+    if isinstance(node, (ast.For, ast.While)):
+        out: set[str] = set()
+        for s in node.orelse:
+            out |= _own_loop_flags(s)
+        return out
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+        return set()
+    out = set()
+    for child in ast.iter_child_nodes(node):
+        out |= _own_loop_flags(child)
+    return out
+
+
+class Frame:
+    """One staged call: local variables, the enclosing frame, closure cells, globals."""
+
+    def __init__(self, name: str, file: str, locals_: set[str], declared: dict[str, str],
+                 parent: Frame | None, closure: dict[str, Any], globals_: dict[str, Any]):
+        self.name = name
+        self.file = file
+        self.locals = locals_
+        self.declared = declared
+        self.parent = parent
+        self.closure = closure
+        self.globals = globals_
+        self.vars: dict[str, Any] = {}
+        self.where: dict[str, Loc] = {}  # where each variable was last assigned
+
+    def lookup(self, name: str) -> Any:
+        frame: Frame | None = self
+        while frame is not None:
+            if name in frame.locals and frame.declared.get(name) is None:
+                if name in frame.vars:
+                    return frame.vars[name]
+                if frame is self:
+                    raise UnboundLocalError(
+                        f"cannot access local variable '{name}' where it is not associated "
+                        "with a value")
+                raise NameError(f"cannot access free variable '{name}' where it is not "
+                                "associated with a value in enclosing scope")
+            if frame.declared.get(name) == "global":
+                break
+            if name in frame.closure:
+                return frame.closure[name]
+            if frame.parent is None:
+                break
+            frame = frame.parent
+        g = (frame or self).globals
+        if name in g:
+            return g[name]
+        if hasattr(builtins, name):
+            return getattr(builtins, name)
+        raise NameError(f"name '{name}' is not defined")
+
+    def assign(self, name: str, value: Any, loc: Loc | None) -> None:
+        kind = self.declared.get(name)
+        if kind == "global":
+            raise UnsupportedError(
+                f"assignment to global variable '{name}' inside a compiled function",
+                hint="return the value instead; a compiled function runs its assignments "
+                "once, at compile time, not on every call",
+            )
+        if kind == "nonlocal":
+            frame = self.parent
+            while frame is not None and name not in frame.locals:
+                frame = frame.parent
+            if frame is None:
+                raise UnsupportedError(
+                    f"nonlocal '{name}' belongs to a function that is not being compiled",
+                    hint="return the value instead of assigning it to an enclosing function",
+                )
+            frame.assign(name, value, loc)
+            return
+        self.vars[name] = value
+        if loc is not None:
+            self.where[name] = loc
+
+    def read(self, name: str) -> Any:
+        v = self.lookup(name)
+        if isinstance(v, Undefined):
+            raise UnsupportedError(f"'{name}' {v.why}", v.loc,
+                                   hint=f"assign '{name}' before the branch or loop")
+        return v

@@ -1,0 +1,116 @@
+"""Finding a function's AST and turning AST positions into ``Loc`` s.
+
+The whole file a function lives in is parsed (cached per file contents), so line numbers
+and columns are the user's own; this also works for lambdas in the middle of an
+expression and for IPython cells, whose text ``linecache`` keeps.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import linecache
+import types
+from dataclasses import dataclass
+from functools import lru_cache
+
+from ..errors import Loc, UnsupportedError
+
+
+@dataclass(frozen=True)
+class Source:
+    """The AST of one function (a ``FunctionDef`` or a ``Lambda``) and where it lives."""
+
+    node: ast.FunctionDef | ast.Lambda
+    file: str
+    name: str
+
+    def loc(self, node: ast.AST) -> Loc:
+        return node_loc(self.file, node, self.name)
+
+
+def node_loc(file: str, node: ast.AST, func: str | None) -> Loc:
+    """The location of ``node``; AST columns count UTF-8 bytes, ours count characters."""
+    line = getattr(node, "lineno", 0)
+    col = getattr(node, "col_offset", 0)
+    text = linecache.getline(file, line)
+    if text and not text.isascii():
+        col = len(text.encode()[:col].decode(errors="replace"))
+    return Loc(file, line, col, func)
+
+
+@lru_cache(maxsize=256)
+def _parse(file: str, text: str) -> ast.Module:
+    return ast.parse(text, filename=file)
+
+
+def _module_ast(file: str) -> ast.Module | None:
+    lines = linecache.getlines(file)
+    if not lines:
+        return None
+    try:
+        return _parse(file, "".join(lines))
+    except SyntaxError:
+        return None
+
+
+def _no_source(fn: object, why: str) -> UnsupportedError:
+    name = getattr(fn, "__qualname__", repr(fn))
+    return UnsupportedError(
+        f"cannot compile {name}: {why}",
+        hint="pullback compiles Python source; define the function in a file or a notebook "
+        "cell, not with exec/eval",
+    )
+
+
+def _positions(code: types.CodeType) -> list[tuple[int, int]]:
+    """Where the code's instructions are, skipping the function's own prologue."""
+    return [(ln, col) for ln, _, col, end in code.co_positions() if ln is not None and end]
+
+
+def _contains(node: ast.AST, pos: tuple[int, int]) -> bool:
+    start = (node.lineno, node.col_offset)
+    end = (node.end_lineno, node.end_col_offset)
+    return start <= pos <= end
+
+
+def function_source(fn: types.FunctionType) -> Source:
+    """The AST node defining ``fn``, found by its code object's first line and name."""
+    code = fn.__code__
+    file = code.co_filename
+    module = _module_ast(file)
+    if module is None:
+        linecache.checkcache(file)
+        module = _module_ast(file)
+    if module is None:
+        raise _no_source(fn, f"its source file {file!r} is not available")
+    first = code.co_firstlineno
+    if code.co_name == "<lambda>":
+        candidates = [n for n in ast.walk(module) if isinstance(n, ast.Lambda)
+                      and n.lineno <= first <= n.end_lineno]
+        pos = _positions(code)
+        hits = [n for n in candidates if pos and _contains(n.body, pos[0])]
+        if not hits:
+            raise _no_source(fn, "its lambda was not found on its line")
+        hits.sort(key=lambda n: (n.end_lineno - n.lineno, n.end_col_offset - n.col_offset))
+        return Source(hits[0], file, "<lambda>")
+    for node in ast.walk(module):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == code.co_name:
+            start = node.decorator_list[0].lineno if node.decorator_list else node.lineno
+            if first in (start, node.lineno):
+                if isinstance(node, ast.AsyncFunctionDef):
+                    raise UnsupportedError(
+                        f"cannot compile async function {fn.__qualname__}",
+                        node_loc(file, node, node.name),
+                        hint="pullback compiles ordinary functions; drop `async`",
+                    )
+                return Source(node, file, node.name)
+    raise _no_source(fn, f"no definition found in {file!r} at line {first}")
+
+
+def has_source(fn: object) -> bool:
+    """Whether ``fn`` is a Python function whose source we can stage."""
+    if not isinstance(fn, types.FunctionType):
+        return False
+    file = fn.__code__.co_filename
+    return bool(linecache.getlines(file)) or bool(inspect.getsourcefile(fn))

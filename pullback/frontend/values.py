@@ -1,0 +1,215 @@
+"""Abstract values: what names are bound to while a function is staged.
+
+Static Python objects stand for themselves.  A dynamic array or scalar lives in a
+``Ref``: a cell holding the IR value it currently has.  Names bind to cells, so
+``y = x`` aliases exactly as in NumPy, and ``x[i] = v`` replaces the cell's content
+with an update equation that every alias sees.  A ``View`` (``x[1:3]``, ``x.T``) has no
+content of its own: it reads its base and writes through to it.
+
+When what an array aliases depends on a branch taken at run time, or on memory layout
+NumPy decides at run time (``reshape`` of a strided view), the frontend cannot know
+whether a write through one name changes another; such values are *entangled* with the
+arrays they may alias: writing them is refused, and writing those arrays poisons them.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from contextvars import ContextVar
+from typing import Any
+
+import numpy as np
+
+from ..errors import Loc, UnsupportedError
+from ..ir.core import Atom, Lit, Var
+from ..ir.types import TensorType
+
+#: The write logs of the dynamic regions being staged, innermost last.
+WRITE_LOGS: ContextVar[list[dict[Ref, Atom]]] = ContextVar("pullback_write_logs")
+#: How deep in IR functions (recursive functions) staging is.
+FUNC_DEPTH: ContextVar[int] = ContextVar("pullback_func_depth", default=0)
+
+_serial = itertools.count()
+
+
+class Ref:
+    """A cell holding a dynamic value.  ``kind`` is what plain Python would hold:
+    ``'array'`` (an ndarray), ``'scalar'`` (a NumPy scalar, or a Python number when the
+    type is weak).  Scalars are immutable."""
+
+    __slots__ = ("_atom", "kind", "serial", "depth", "contiguous", "note", "readonly",
+                 "entangled", "dependents", "poisoned", "__weakref__")
+
+    def __init__(self, atom: Atom, kind: str | None = None, contiguous: bool = True):
+        self._atom = atom
+        t = atom.type
+        if kind is None:
+            kind = "scalar" if isinstance(t, TensorType) and t.shape == () else "array"
+        self.kind = kind
+        self.serial = next(_serial)
+        self.depth = FUNC_DEPTH.get()
+        self.contiguous = contiguous
+        self.note: str | None = None  # why writes are refused (a constant, an argument ...)
+        self.readonly: str | None = None  # NumPy's own read-only arrays: ValueError
+        self.entangled: list[Ref] = []
+        self.dependents: list[Ref] = []
+        self.poisoned: str | None = None
+
+    @property
+    def type(self) -> TensorType:
+        return self.get().type
+
+    def root(self) -> Ref:
+        return self
+
+    def get(self) -> Atom:
+        if self.poisoned:
+            raise UnsupportedError(self.poisoned, hint="make a copy (`.copy()`) where the "
+                                   "array is created so that it owns its memory")
+        if isinstance(self._atom, Var) and self.depth < FUNC_DEPTH.get():
+            raise UnsupportedError(
+                "a recursive function reads a run-time array of the function that calls it",
+                hint="pass the array to the recursive function as an argument",
+            )
+        return self._atom
+
+    def raw(self) -> Atom:
+        """The content without checks (for saving and restoring around regions)."""
+        return self._atom
+
+    def restore(self, atom: Atom) -> None:
+        self._atom = atom
+
+    def set(self, atom: Atom) -> None:
+        """Replace the content (``x[i] = v``): logged so dynamic regions can merge it."""
+        if self.kind != "array":
+            raise TypeError("'numpy scalar' object does not support item assignment")
+        if self.readonly:
+            raise ValueError(self.readonly)
+        if self.note:
+            raise UnsupportedError(self.note, hint="copy it first: `x = x.copy()`")
+        if self.entangled:
+            names = "it may or may not share memory with another array"
+            raise UnsupportedError(f"cannot write to this array: {names} depending on "
+                                   f"{self.entangled_why}", hint="use `.copy()` to make it "
+                                   "own its memory before writing to it")
+        if self.depth < FUNC_DEPTH.get():
+            raise UnsupportedError(
+                "a recursive function writes to an array it did not create",
+                hint="return the new array from the recursive function instead",
+            )
+        if atom.type != self._atom.type:
+            raise TypeError(f"internal: cell of {self._atom.type} given {atom.type}")
+        logs = WRITE_LOGS.get(None)
+        if logs:
+            logs[-1].setdefault(self, self._atom)
+        self._atom = atom
+        for d in self.dependents:
+            d.poisoned = ("this array may share memory with another array that was "
+                          "written after it was made")
+
+    entangled_why = "the branch taken at run time or the memory layout"
+
+    def entangle(self, others: list[Ref]) -> None:
+        """This value may alias ``others`` (which one is decided at run time)."""
+        for o in others:
+            r = o.root()
+            if r is not self and r not in self.entangled:
+                self.entangled.append(r)
+                r.dependents.append(self)
+
+    def __repr__(self) -> str:
+        return f"Ref#{self.serial}({self._atom!r}, {self.kind})"
+
+    # Refs stand in for arrays in plain Python code only through the stager.
+    def __bool__(self) -> bool:
+        raise TypeError("internal: truth value of a staged array taken natively")
+
+    __hash__ = object.__hash__
+
+
+class View(Ref):
+    """A view of ``base``: ``fwd(base)`` reads it, ``bwd(base, new)`` writes through."""
+
+    __slots__ = ("base", "fwd", "bwd", "_cache")
+
+    def __init__(self, base: Ref, fwd: Callable[[Atom], Atom],
+                 bwd: Callable[[Atom, Atom], Atom], contiguous: bool = False):
+        self.base = base
+        self.fwd = fwd
+        self.bwd = bwd
+        self._cache: tuple[Atom, Atom] | None = None
+        super().__init__(self._read(), "array", contiguous)
+        self.readonly = base.readonly
+        self.note = base.note
+
+    def root(self) -> Ref:
+        return self.base.root()
+
+    def _read(self) -> Atom:
+        b = self.base.get()
+        if self._cache is None or self._cache[0] is not b:
+            self._cache = (b, self.fwd(b))
+        return self._cache[1]
+
+    def get(self) -> Atom:
+        if self.poisoned:
+            return super().get()
+        return self._read()
+
+    def raw(self) -> Atom:
+        return self._read()
+
+    def restore(self, atom: Atom) -> None:  # a view's content is its base's
+        pass
+
+    def set(self, atom: Atom) -> None:
+        if self.readonly:
+            raise ValueError(self.readonly)
+        if self.note:
+            raise UnsupportedError(self.note, hint="copy it first: `x = x.copy()`")
+        if atom.type != self.type:
+            raise TypeError(f"internal: view of {self.type} given {atom.type}")
+        self.base.set(self.bwd(self.base.get(), atom))
+
+
+class Undefined:
+    """A name without a value on some path; reading it is an error saying why."""
+
+    __slots__ = ("name", "why", "loc")
+
+    def __init__(self, name: str, why: str, loc: Loc | None = None):
+        self.name = name
+        self.why = why
+        self.loc = loc
+
+
+class DynStr:
+    """An f-string with run-time parts: only ``print`` and ``assert`` can use it."""
+
+    __slots__ = ("fmt", "args")
+
+    def __init__(self, fmt: str, args: list[Ref]):
+        self.fmt = fmt
+        self.args = args
+
+
+class RefMethod:
+    """``x.sum`` for a staged array ``x``: an ndarray method waiting for its arguments."""
+
+    __slots__ = ("ref", "name")
+
+    def __init__(self, ref: Ref, name: str):
+        self.ref = ref
+        self.name = name
+
+
+def lit_ref(value: Any) -> Ref:
+    """A constant as a cell (NumPy arrays made at compile time stay arrays)."""
+    kind = "array" if isinstance(value, np.ndarray) else None
+    return Ref(Lit(value), kind)
+
+
+def is_static_number(x: Any) -> bool:
+    return isinstance(x, (bool, int, float, np.bool_, np.integer, np.floating))

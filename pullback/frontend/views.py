@@ -1,0 +1,123 @@
+"""Which NumPy operations return views, and how a write through one reaches its base.
+
+Basic indexing writes back with ``setitem``; axis permutations (``.T``, ``transpose``,
+``swapaxes``, ``moveaxis``) and reshapes scatter the view's elements back to the
+positions they came from, found by applying the same NumPy call to ``arange``.
+``reshape``/``ravel`` are views only when the base is contiguous; of a strided array
+NumPy may copy or not, so the result is entangled with the base instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ..ir.core import Atom, Lit
+from ..numpy_api import ATTRIBUTES, CALLABLES, METHODS, OPERATORS
+from ..numpy_api.manip import reshape_to
+from .lowering import lower
+from .values import Ref, View
+
+#: ndarray methods and NumPy functions whose result is a view of their first argument.
+VIEW_METHODS = {"transpose", "swapaxes", "reshape", "ravel", "squeeze"}
+VIEW_FUNCTIONS = {np.transpose: "transpose", np.swapaxes: "swapaxes", np.reshape: "reshape",
+                  np.ravel: "ravel", np.squeeze: "squeeze", np.expand_dims: "expand_dims",
+                  np.moveaxis: "moveaxis"}
+_LAYOUT_DEPENDENT = {"reshape", "ravel"}
+_READ_ONLY = {np.broadcast_to, np.diagonal}
+_READ_ONLY_METHODS = {"diagonal"}
+
+
+def _is_basic(idx: Any) -> bool:
+    items = idx if isinstance(idx, tuple) else (idx,)
+    for it in items:
+        if it is None or it is Ellipsis or isinstance(it, slice):
+            continue
+        if isinstance(it, (bool, np.bool_)):
+            return False
+        if isinstance(it, (int, np.integer)):
+            continue
+        if isinstance(it, Ref) and it.type.shape == () and it.type.dtype.is_int:
+            continue
+        return False
+    return True
+
+
+def index_view(ref: Ref, idx: Any) -> Ref:
+    low = lower(idx)
+    out = OPERATORS["getitem"](ref.get(), low)
+    items = idx if isinstance(idx, tuple) else (idx,)
+    basic = _is_basic(idx)
+    if ref.kind == "array" and basic and (out.type.shape != () or Ellipsis in items):
+        return View(ref, lambda b: OPERATORS["getitem"](b, low),
+                    lambda b, new: OPERATORS["setitem"](b, low, new))
+    return Ref(out, "scalar" if out.type.shape == () else "array")
+
+
+def _scatter_back(shape: tuple[int, ...], native: Callable[[np.ndarray], np.ndarray]
+                  ) -> Callable[[Atom, Atom], Atom]:
+    positions = np.asarray(native(np.arange(int(np.prod(shape))).reshape(shape))).ravel()
+    flat = Lit(positions.astype(np.int64))
+
+    def bwd(base: Atom, new: Atom) -> Atom:
+        n = positions.size
+        out = OPERATORS["setitem"](reshape_to(base, (n,)), flat, reshape_to(new, (n,)))
+        return reshape_to(out, shape)
+
+    return bwd
+
+
+def view_call(ref: Ref, name: str, mapping: Callable, args: list, kwargs: dict,
+              native: Callable[[np.ndarray], Any]) -> Ref:
+    """``mapping(ref, *args)`` as a view of ``ref`` (or entangled with it)."""
+    low_args, low_kw = lower(args), lower(kwargs)
+    fwd = lambda b: mapping(b, *low_args, **low_kw)  # noqa: E731
+    if ref.kind != "array":
+        return Ref(fwd(ref.get()))
+    shape = ref.type.shape
+    if name in _LAYOUT_DEPENDENT and not ref.contiguous:
+        out = Ref(fwd(ref.get()), "array")
+        out.entangle([ref])
+        return out
+    if name in _LAYOUT_DEPENDENT or name in ("squeeze", "expand_dims"):
+        return View(ref, fwd, lambda b, new: reshape_to(new, shape), ref.contiguous)
+    return View(ref, fwd, _scatter_back(shape, native))
+
+
+def view_attribute(stager: Any, ref: Ref, name: str) -> Ref | None:
+    if name != "T":
+        return None
+    if ref.kind != "array" or len(ref.type.shape) < 2:
+        return ref if ref.kind == "array" else Ref(ref.get())
+    return View(ref, ATTRIBUTES["T"], lambda b, new: ATTRIBUTES["T"](new))
+
+
+def call_view_method(ref: Ref, name: str, args: list, kwargs: dict) -> Ref | None:
+    if name in VIEW_METHODS:
+        return view_call(ref, name, METHODS[name], args, kwargs,
+                         lambda a: getattr(a, name)(*args, **kwargs))
+    if name in _READ_ONLY_METHODS:
+        return read_only(Ref(METHODS[name](ref.get(), *lower(args), **lower(kwargs))))
+    return None
+
+
+def call_view_function(fn: Any, args: list, kwargs: dict) -> Ref | None:
+    if not args or not isinstance(args[0], Ref):
+        return None
+    if fn in VIEW_FUNCTIONS:
+        rest = args[1:]
+        return view_call(args[0], VIEW_FUNCTIONS[fn], CALLABLES[fn], rest, kwargs,
+                         lambda a: fn(a, *rest, **kwargs))
+    if fn in _READ_ONLY:
+        return read_only(Ref(CALLABLES[fn](*lower(args), **lower(kwargs))))
+    if fn in (np.asarray, np.asanyarray) and len(args) == 1 and not kwargs \
+            and args[0].kind == "array":
+        return args[0]
+    return None
+
+
+def read_only(ref: Ref) -> Ref:
+    ref.readonly = "assignment destination is read-only"
+    return ref
