@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import inspect
 import os
+import sys
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -98,6 +99,16 @@ class Staged:
 def stage(fn: Callable, sig: Signature, name: str) -> Staged:
     *leaves, static = sig.leaves
     stager = Stager()
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, 12000))  # staging nests deeper than running
+    try:
+        return _stage(fn, sig, name, stager, leaves, static)
+    finally:
+        sys.setrecursionlimit(limit)
+
+
+def _stage(fn: Callable, sig: Signature, name: str, stager: Stager, leaves: list,
+           static: dict) -> Staged:
     with Builder() as b:
         cells: dict[int, Ref] = {}
         abstract = []

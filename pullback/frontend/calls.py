@@ -16,6 +16,7 @@ import numpy as np
 
 from ..errors import CompileError, ConcretizationError, UnsupportedError
 from ..ir.builder import Builder, current, declare_func
+from ..ir.core import Lit
 from ..ir.types import bool_, float64, int64
 from ..numpy_api import CALLABLES
 from ..numpy_api.core import convert
@@ -216,7 +217,7 @@ class CallMixin:
             self.call(init, [obj, *args], kwargs)
             return obj
         if dynamic and not (dataclasses.is_dataclass(cls) or _is_namedtuple(cls)
-                            or cls in (dict, slice, zip, enumerate, reversed)):
+                            or cls in (dict, slice, functools.partial)):
             raise UnsupportedError(
                 f"{cls.__qualname__} has no Python source, so it cannot be given run-time "
                 "values", hint="use a dataclass, a NamedTuple or a plain class")
@@ -245,6 +246,11 @@ class CallMixin:
         bound.apply_defaults()
         arguments = dict(bound.arguments)
         leaves, tree = tree_flatten(arguments)
+        if self.region >= 0 and sum(k[0] == ident for k in self.active) >= self.GENERALISE_AT:
+            # deep recursion under a run-time branch: numbers that only count the depth
+            # become run-time values, so the recursion can become a recursive function
+            leaves = [Ref(Lit(x)) if _is_counter(x) else x for x in leaves]
+            arguments = tree_unflatten(tree, leaves)
         key = (ident, tree, tuple(_key_leaf(x) for x in leaves))
 
         def enter(arguments: dict) -> Any:
@@ -403,6 +409,10 @@ def _same_spec(a, b) -> bool:
     return a[0] == b[0] and len(a[1]) == len(b[1]) and all(
         x[0] == y[0] and (x[1:] == y[1:] if x[0] == "dyn" else x[1] is y[1] or x[1] == y[1])
         for x, y in zip(a[1], b[1], strict=True))
+
+
+def _is_counter(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
 def _generated(fn: types.FunctionType) -> bool:

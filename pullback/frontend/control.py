@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import CompileError
+from ..errors import CompileError, ShapeError
 from ..ir.builder import current
-from ..ir.core import Atom, Lit
-from ..ir.types import bool_, int64, type_of_value
+from ..ir.core import Atom, Eqn, Lit, Var
+from ..ir.types import TensorType, bool_, int64, type_of_value
 from ..numpy_api.core import convert
 from ..ops import control as C
 from ..ops import elementwise as E
@@ -63,7 +63,7 @@ class ControlMixin:
 
         def region(fn: Callable[[], Any]) -> Callable[[], list]:
             def build() -> list:
-                end = run_region(self, fn)
+                end = run_region(self, lambda: self._deferring(fn))
                 if value:
                     end.vars[VALUE] = end.value
                 ends.append(end)
@@ -103,11 +103,9 @@ class ControlMixin:
                 continue
             ref_slots.append((r, len(slots)))
             slots.append(Slot(atoms[0].type, "array", atoms))
-        for e in live:
-            self._check_types(slots, e)
         for blk, e in zip(blocks, ends, strict=True):
             if e in live:
-                blk.results = [s.atoms[live.index(e)] for s in slots]
+                blk.results = [_coerce_in(blk, s.atoms[live.index(e)], s.type) for s in slots]
             else:
                 blk.results = [zeros(s.type) for s in slots]
         outs = C.cond(pred, then=blocks[0], orelse=blocks[1]) if slots or any(
@@ -123,6 +121,25 @@ class ControlMixin:
             r.set(outs[k])
         result = self.frame.vars.pop(VALUE, None) if value else None
         return result
+
+    def _deferring(self, fn: Callable[[], Any]) -> Any:
+        """Run a branch; an error plain Python would raise only if the branch runs (an
+        index out of range, a shape mismatch ...) is raised at run time on that path."""
+        try:
+            return fn()
+        except (Bottom, MergeError):
+            raise
+        except (ValueError, IndexError, ArithmeticError) as e:
+            if isinstance(e, CompileError) and not isinstance(e, ShapeError):
+                raise
+            exc = next((c.__name__ for c in type(e).__mro__
+                        if C.CHECK_EXCEPTIONS.get(c.__name__) is c), None)
+            if exc is None:
+                raise
+            message = e.message if isinstance(e, CompileError) else str(e)
+            C.check(Lit(False), exc=exc, fmt=message.replace("{", "{{").replace("}", "}}"))
+            self.frame.vars[DEAD] = True
+            return None
 
     def _merge_var(self, name: str, vals: list[Any], ends: list[End],
                    slots: list[Slot]) -> tuple[str, Any, list, End]:
@@ -145,6 +162,8 @@ class ControlMixin:
                 plan.append(shared[ident])
                 continue
             types = [_leaf_type(x) for x in leaves]
+            if all(joinable(t, types[0]) for t in types):
+                types = [joined(*types)] * len(types)
             if any(t != types[0] for t in types):
                 bad = next(i for i, t in enumerate(types) if t != types[0])
                 raise mismatch(name, [as_dynamic(leaves[0]), as_dynamic(leaves[bad])],
@@ -157,12 +176,6 @@ class ControlMixin:
             slots.append(Slot(types[0], kind, [_atom_of(e, x) for e, x in zip(ends, leaves,
                                                                               strict=True)]))
         return name, td, plan, ends[0]
-
-    def _check_types(self, slots: list[Slot], end: End) -> None:
-        for s in slots:
-            for a in s.atoms:
-                if a.type != s.type:
-                    raise MergeError(f"internal: slot of {s.type} given {a.type}")
 
     # -- flags ----------------------------------------------------------------------
 
@@ -210,6 +223,7 @@ class ControlMixin:
         frame = self.frame
         identity: list[Ref] = []
         promoted: set[tuple[str, int]] = set()
+        strong: set[tuple[str, int]] = set()  # Python numbers that meet NumPy ones
         placeholders: dict[str, Any] = {}
         loop_local: set[str] = set()
         for _ in range(12):
@@ -219,7 +233,9 @@ class ControlMixin:
                 if v is _MISSING or isinstance(v, Undefined):
                     if name not in placeholders:
                         continue
-                    v = placeholders[name]
+                    td, parts = placeholders[name]
+                    v = tree_unflatten(td, [Ref(zeros(p[1]), p[2]) if p[0] == "type" else p[1]
+                                            for p in parts])
                 entry[name] = tree_flatten(v)
             spec: list[tuple] = []  # ('ref', R) | ('var', name, k)
             init: list[Atom] = []
@@ -232,8 +248,9 @@ class ControlMixin:
                         continue
                     if isinstance(leaf, Ref) or (name, k) in promoted:
                         spec.append(("var", name, k))
-                        init.append(leaf.get() if isinstance(leaf, Ref)
-                                    else Lit(leaf, type_of_value(leaf)))
+                        a = leaf.get() if isinstance(leaf, Ref) else Lit(leaf,
+                                                                         type_of_value(leaf))
+                        init.append(convert(a, a.type.dtype) if (name, k) in strong else a)
             state: dict[str, Any] = {}
 
             def body(params: list[Atom], spec=spec, entry=entry, state=state) -> list[Atom]:
@@ -255,10 +272,11 @@ class ControlMixin:
 
                 end = run_region(self, iteration)
                 state["end"] = end
-                if self._loop_fixes(names, entry, spec, end, identity, promoted,
+                if self._loop_fixes(names, entry, spec, end, identity, promoted, strong,
                                     placeholders, loop_local, state["fresh"], min_trips):
                     raise _Retry
-                return [self._end_atom(end, s) for s in spec]
+                return [_coerce(self._end_atom(end, s), p.type) for s, p in zip(spec, params,
+                                                                                strict=True)]
 
             try:
                 outs = form.emit(init, [a.type for a in init], body, spec)
@@ -275,8 +293,8 @@ class ControlMixin:
         leaf = tree_flatten(end.vars[s[1]])[0][s[2]]
         return _atom_of(end, leaf)
 
-    def _loop_fixes(self, names, entry, spec, end: End, identity, promoted, placeholders,
-                    loop_local, fresh, min_trips) -> bool:
+    def _loop_fixes(self, names, entry, spec, end: End, identity, promoted, strong,
+                    placeholders, loop_local, fresh, min_trips) -> bool:
         if end.bottom:
             raise Bottom
         retry = False
@@ -295,9 +313,9 @@ class ControlMixin:
                 continue
             if name in PLACEHOLDER_OK or name in FLAGS or (min_trips or 0) >= 1:
                 leaves, td = tree_flatten(end.vars[name])
-                placeholders[name] = tree_unflatten(td, [
-                    Ref(zeros(end.atom(x).type), x.kind) if isinstance(x, Ref) else x
-                    for x in leaves])
+                placeholders[name] = (td, [("type", end.atom(x).type, x.kind)
+                                           if isinstance(x, Ref) else ("static", x)
+                                           for x in leaves])
                 retry = True
             else:
                 loop_local.add(name)
@@ -330,7 +348,14 @@ class ControlMixin:
                         retry = True
                     continue
                 ta = _leaf_type(a)
+                if (name, k) in strong:
+                    ta = joined(ta, ta)
                 tb = end.atom(b).type if isinstance(b, Ref) else type_of_value(b)
+                if ta != tb and joinable(ta, tb):
+                    if ta.weak:
+                        strong.add((name, k))
+                        retry = True
+                    continue
                 if ta != tb:
                     shown = Ref(end.atom(b)) if isinstance(b, Ref) else as_dynamic(b)
                     raise mismatch(name, [as_dynamic(a), shown], where,
@@ -446,6 +471,30 @@ class WhileForm:
         cond = b.block(types, lambda *ps: [ps[go_at]])
         blk = b.block(types, lambda *ps: body(list(ps)))
         return C.while_loop(*init, cond=cond, body=blk)
+
+
+def joinable(a: Any, b: Any) -> bool:
+    """A Python number and a NumPy value of the same dtype: carried as the NumPy one."""
+    return isinstance(a, TensorType) and isinstance(b, TensorType) and a.shape == b.shape \
+        and a.dtype == b.dtype
+
+
+def joined(*types: TensorType) -> TensorType:
+    return TensorType(types[0].shape, types[0].dtype, all(t.weak for t in types))
+
+
+def _coerce(a: Atom, t: TensorType) -> Atom:
+    return a if a.type == t else convert(a, t.dtype, t.weak)
+
+
+def _coerce_in(blk: Any, a: Atom, t: TensorType) -> Atom:
+    """``a`` as type ``t``, converted at the end of ``blk`` (which is already built)."""
+    if a.type == t or isinstance(a, Lit):
+        return _coerce(a, t)
+    out = Var(t)
+    blk.eqns.append(Eqn(E.convert, [a], [out], {"dtype": t.dtype, "weak": t.weak},
+                        current().loc))
+    return out
 
 
 def _bool_cell(t: Any) -> Ref:

@@ -38,6 +38,8 @@ def lift(x: Any, kind: str | None = None) -> Any:
         return lit_ref(x)
     if type(x) in (list, tuple):
         return type(x)(lift(e, kind) for e in x)
+    if isinstance(x, tuple) and hasattr(x, "_make"):
+        return x._make(lift(e, kind) for e in x)
     return x
 
 

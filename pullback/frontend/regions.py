@@ -20,7 +20,7 @@ from ..ir.core import Atom, Lit
 from ..ir.types import TensorType, type_of_value
 from ..ops import shape as S
 from ..tree import TreeDef, tree_flatten
-from .values import WRITE_LOGS, Ref, Undefined, is_static_number
+from .values import WRITE_LOGS, Ref, Undefined, is_static_number, next_serial
 
 
 class Bottom(Exception):
@@ -73,8 +73,7 @@ class Slot:
 
 
 def region_start(stager) -> int:
-    stager.serial += 1
-    return stager.serial
+    return next_serial()
 
 
 def run_region(stager, fn) -> End:
@@ -114,7 +113,6 @@ def run_region(stager, fn) -> End:
         if token is not None:
             WRITE_LOGS.reset(token)
         stager.region = saved_region
-        stager.serial = max(stager.serial, start)
 
 
 def describe(v: Any) -> str:

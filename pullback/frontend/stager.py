@@ -27,7 +27,7 @@ from .lowering import concrete, has_ref, lift, lower
 from .scope import Frame
 from .source import Source
 from .statements import StatementMixin
-from .values import DynStr, Ref, RefMethod, View
+from .values import DynStr, Ref, RefMethod, View, next_serial
 from .views import view_attribute
 
 BINOPS = {
@@ -55,7 +55,8 @@ class Stager(StatementMixin, ControlMixin, CallMixin):
     """Stages one top-level call; ``frame`` and ``src`` follow the user's call stack."""
 
     MAX_UNROLL = 1000
-    MAX_STATIC_DEPTH = 48
+    MAX_STATIC_DEPTH = 64
+    GENERALISE_AT = 6
     MAX_STEPS = 20000
 
     def __init__(self) -> None:
@@ -65,14 +66,12 @@ class Stager(StatementMixin, ControlMixin, CallMixin):
         self.recursive: dict[tuple, Any] = {}
         self.born: dict[int, tuple[Any, int]] = {}  # containers made while staging
         self.region: int = -1  # serial where the innermost dynamic region began
-        self.serial = 0
         self.steps = 0  # staged calls and unrolled iterations, against MAX_STEPS
         self.frames: list[Frame] = []  # the staged call stack
         self.arguments: list[Ref] = []  # cells of the top-level arguments
 
     def new_serial(self) -> int:
-        self.serial += 1
-        return self.serial
+        return next_serial()
 
     # -- locations and dispatch -----------------------------------------------------
 
@@ -102,8 +101,7 @@ class Stager(StatementMixin, ControlMixin, CallMixin):
 
     def new(self, obj: Any) -> Any:
         """Record a container made while staging (it may be mutated in its region)."""
-        self.serial += 1
-        self.born[id(obj)] = (obj, self.serial)
+        self.born[id(obj)] = (obj, next_serial())
         return obj
 
     def check_mutable(self, obj: Any, what: str) -> None:
@@ -206,14 +204,16 @@ class Stager(StatementMixin, ControlMixin, CallMixin):
         return self._boolop(isinstance(node.op, ast.And), [lambda n=n: self.eval(n)
                                                             for n in node.values])
 
-    def _boolop(self, is_and: bool, parts: list[Callable[[], Any]]) -> Any:
-        """``a and b ...`` with Python's short circuit; on run-time truth, a ``cond``."""
+    def _boolop(self, is_and: bool, parts: list[Callable[[], Any]],
+                norm: Callable[[Any], Any] = lambda v: v) -> Any:
+        """``a and b ...`` with Python's short circuit; on run-time truth, a ``cond``.
+        ``norm`` maps both outcomes to one type (truths, in conditions)."""
         v = parts[0]()
         for k, part in enumerate(parts[1:], 1):
             t = self.truth(v)
             if not isinstance(t, bool):
-                rest = lambda k=k: self._boolop(is_and, parts[k:])  # noqa: E731
-                keep = lambda v=v: v  # noqa: E731
+                rest = lambda k=k: norm(self._boolop(is_and, parts[k:], norm))  # noqa: E731
+                keep = lambda v=v: norm(v)  # noqa: E731
                 return self.branch_value(t, rest, keep) if is_and else \
                     self.branch_value(t, keep, rest)
             if t != is_and:
@@ -226,7 +226,8 @@ class Stager(StatementMixin, ControlMixin, CallMixin):
         ``if x > 0 and n:`` needs no common type between its operands."""
         if isinstance(node, ast.BoolOp):
             out = self._boolop(isinstance(node.op, ast.And),
-                               [lambda n=n: self._truth_value(n) for n in node.values])
+                               [lambda n=n: self._truth_value(n) for n in node.values],
+                               self._truth_cell)
             return out.get() if isinstance(out, Ref) else out
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
             t = self.test(node.operand)
@@ -236,6 +237,11 @@ class Stager(StatementMixin, ControlMixin, CallMixin):
     def _truth_value(self, node: ast.expr) -> Any:
         t = self.test(node)
         return t if isinstance(t, bool) else Ref(t)
+
+    def _truth_cell(self, v: Any) -> Ref:
+        """A truth as a NumPy bool cell, so static and run-time truths merge."""
+        t = self.truth(v)
+        return Ref(Lit(np.bool_(t))) if isinstance(t, bool) else Ref(t)
 
     def compare(self, op: ast.cmpop, a: Any, b: Any) -> Any:
         if isinstance(op, (ast.Is, ast.IsNot)):

@@ -398,7 +398,7 @@ class StatementMixin:
     def _counted_loop(self, node, it: Counted, names, bind, body) -> None:
         n = it.static_length
         exits = bool(loop_stores(node.body) & {BROKE, RETURNED})
-        snapshot = (dict(self.frame.vars), dict(self.frame.where), self.serial)
+        snapshot = (dict(self.frame.vars), dict(self.frame.where))
         try:
             if n == 0:
                 return

@@ -33,6 +33,12 @@ FUNC_DEPTH: ContextVar[int] = ContextVar("pullback_func_depth", default=0)
 _serial = itertools.count()
 
 
+def next_serial() -> int:
+    """One clock for cells, containers and regions: what was made before a region began
+    has a smaller serial."""
+    return next(_serial)
+
+
 class Ref:
     """A cell holding a dynamic value.  ``kind`` is what plain Python would hold:
     ``'array'`` (an ndarray), ``'scalar'`` (a NumPy scalar, or a Python number when the
@@ -132,14 +138,13 @@ class Ref:
 class View(Ref):
     """A view of ``base``: ``fwd(base)`` reads it, ``bwd(base, new)`` writes through."""
 
-    __slots__ = ("base", "fwd", "bwd", "_cache")
+    __slots__ = ("base", "fwd", "bwd")
 
     def __init__(self, base: Ref, fwd: Callable[[Atom], Atom],
                  bwd: Callable[[Atom, Atom], Atom], contiguous: bool = False):
         self.base = base
         self.fwd = fwd
         self.bwd = bwd
-        self._cache: tuple[Atom, Atom] | None = None
         super().__init__(self._read(), "array", contiguous)
         self.readonly = base.readonly
         self.note = base.note
@@ -148,10 +153,8 @@ class View(Ref):
         return self.base.root()
 
     def _read(self) -> Atom:
-        b = self.base.get()
-        if self._cache is None or self._cache[0] is not b:
-            self._cache = (b, self.fwd(b))
-        return self._cache[1]
+        # re-read every time: a value cached inside one region must not leak out of it
+        return self.fwd(self.base.get())
 
     def get(self) -> Atom:
         if self.poisoned:

@@ -190,7 +190,7 @@ debug_print = Op(
 CHECK_EXCEPTIONS = {
     e.__name__: e
     for e in (
-        AssertionError, IndexError, ValueError, ZeroDivisionError, OverflowError,
+        AssertionError, IndexError, ValueError, ZeroDivisionError, OverflowError, RuntimeError,
         np.linalg.LinAlgError,
     )
 }
