@@ -92,7 +92,8 @@ class ControlMixin:
                         name, "is assigned on only some paths of a branch on run-time values",
                         live[0].where.get(name))
                     continue
-                vals = [known[0] if v is _MISSING or isinstance(v, Undefined) else v
+                filler = _placeholder(known[0])
+                vals = [filler if v is _MISSING or isinstance(v, Undefined) else v
                         for v in vals]
             rebuild.append(self._merge_var(name, vals, live, slots))
         writes = {r for e in live for r in e.writes}
@@ -349,7 +350,7 @@ class ControlMixin:
                     continue
                 ta = _leaf_type(a)
                 if (name, k) in strong:
-                    ta = joined(ta, ta)
+                    ta = TensorType(ta.shape, ta.dtype)
                 tb = end.atom(b).type if isinstance(b, Ref) else type_of_value(b)
                 if ta != tb and joinable(ta, tb):
                     if ta.weak:
@@ -471,6 +472,13 @@ class WhileForm:
         cond = b.block(types, lambda *ps: [ps[go_at]])
         blk = b.block(types, lambda *ps: body(list(ps)))
         return C.while_loop(*init, cond=cond, body=blk)
+
+
+def _placeholder(value: Any) -> Any:
+    """A value of ``value``'s structure and types for a path that never observes it."""
+    leaves, td = tree_flatten(value)
+    return tree_unflatten(td, [Ref(zeros(_leaf_type(x)), x.kind) if isinstance(x, Ref) else x
+                               for x in leaves])
 
 
 def joinable(a: Any, b: Any) -> bool:

@@ -18,7 +18,9 @@ import numpy as np
 from ..errors import CompileError, ConcretizationError, Loc, UnsupportedError
 from ..ir.builder import current
 from ..ir.core import Atom, Lit
+from ..ir.types import bool_
 from ..numpy_api import ATTRIBUTES, METHODS, OPERATORS
+from ..numpy_api.core import convert
 from ..ops import elementwise as E
 from ..ops import shape as S
 from .calls import CallMixin
@@ -198,7 +200,7 @@ class Stager(StatementMixin, ControlMixin, CallMixin):
         return self.adopt(getattr(operator, name)(v))
 
     def not_(self, t: bool | Atom) -> Any:
-        return (not t) if isinstance(t, bool) else Ref(E.not_(t))
+        return (not t) if isinstance(t, bool) else Ref(convert(E.not_(t), bool_, True))
 
     def expr_BoolOp(self, node: ast.BoolOp) -> Any:
         return self._boolop(isinstance(node.op, ast.And), [lambda n=n: self.eval(n)
