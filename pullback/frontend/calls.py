@@ -28,7 +28,7 @@ from .lowering import concrete, has_ref, lift, lower
 from .regions import Bottom
 from .scope import DEAD, RETURNED, RETVAL, Frame, stores
 from .source import Source, function_source
-from .values import FUNC_DEPTH, DynStr, Ref, RefMethod
+from .values import CAPTURES, FUNC_DEPTH, DynStr, Ref, RefMethod
 from .views import call_view_function, call_view_method
 
 _NATIVE_MODULES = ("math", "builtins", "operator", "cmath")
@@ -312,60 +312,70 @@ class CallMixin:
 
     def stage_recursive(self, key: tuple, name: str, leaves: list, tree, enter) -> Any:
         """A function that calls itself with the same abstract arguments: its depth is
-        decided at run time, so it becomes an IR function with a recursive ``call``."""
+        decided at run time, so it becomes an IR function with a recursive ``call``.
+        Run-time values it closes over become extra parameters."""
         dyn = [x for x in leaves if isinstance(x, Ref)]
-        in_types = [x.get().type for x in dyn]
         fname = f"{name}_{next(_names)}"
         result_spec = None
-        for _ in range(6):
-            out_types = [] if result_spec is None else result_spec[2]
-            func = declare_func(fname, in_types, out_types)
-            self.recursive[key] = (func, result_spec)
-            token = FUNC_DEPTH.set(FUNC_DEPTH.get() + 1)
+        captured: list[Ref] = []
+        for _ in range(8):
+            in_types = [x.get().type for x in [*dyn, *captured]]
+            func = declare_func(fname, in_types, [] if result_spec is None else result_spec[2])
+            self.recursive[key] = (func, result_spec, captured)
             saved_active = self.active
             self.active = [key]
-            try:
-                with Builder(current().loc) as b:
-                    params = [b.param(t) for t in in_types]
-                    it = iter(params)
-                    inner = []
-                    for x in leaves:
-                        if isinstance(x, Ref):
-                            cell = Ref(next(it), x.kind)
-                            cell.note = ("a recursive function cannot write to its arguments "
-                                         "(the caller's array would change)")
-                            inner.append(cell)
-                        else:
-                            inner.append(x)
-                    try:
-                        result = enter(tree_unflatten(tree, inner))
-                    except Bottom:
-                        raise UnsupportedError(
-                            f"recursive function {name} never returns without calling itself",
-                            hint="give it a base case that does not recurse") from None
-                    out_leaves, out_tree = tree_flatten(result)
-                    spec_leaves = [("dyn", x.get().type, x.kind) if isinstance(x, Ref)
-                                   else ("static", x) for x in out_leaves]
-                    types_ = [s[1] for s in spec_leaves if s[0] == "dyn"]
-                    body = b.finish(fname, [x.get() for x in out_leaves if isinstance(x, Ref)])
-            finally:
-                FUNC_DEPTH.reset(token)
-                self.active = saved_active
-                del self.recursive[key]
-            spec = (out_tree, spec_leaves, types_)
-            if result_spec is not None and _same_spec(spec, result_spec):
+            with Builder(current().loc) as b:
+                params = [b.param(t) for t in in_types]
+                captures = {id(r): (r, p) for r, p in zip(captured, params[len(dyn):],
+                                                         strict=True)}
+                tokens = (FUNC_DEPTH.set(FUNC_DEPTH.get() + 1), CAPTURES.set(captures))
+                try:
+                    result = enter(tree_unflatten(tree, self._parameters(leaves, params)))
+                except Bottom:
+                    raise UnsupportedError(
+                        f"recursive function {name} never returns without calling itself",
+                        hint="give it a base case that does not recurse") from None
+                finally:
+                    FUNC_DEPTH.reset(tokens[0])
+                    CAPTURES.reset(tokens[1])
+                    self.active = saved_active
+                    del self.recursive[key]
+                out_leaves, out_tree = tree_flatten(result)
+                body = b.finish(fname, [x.get() for x in out_leaves if isinstance(x, Ref)])
+            spec_leaves = [("dyn", x.raw().type, x.kind) if isinstance(x, Ref) else ("static", x)
+                           for x in out_leaves]
+            spec = (out_tree, spec_leaves, [s[1] for s in spec_leaves if s[0] == "dyn"])
+            new = [r for r, _ in captures.values() if r not in captured]
+            if not new and result_spec is not None and _same_spec(spec, result_spec):
                 func.block = body.block
-                return self._rebuild(result_spec, C.call(*[x.get() for x in dyn],
-                                                         callee=func))
+                operands = [x.get() for x in [*dyn, *captured]]
+                return self._rebuild(result_spec, C.call(*operands, callee=func))
+            captured.extend(new)
             result_spec = spec
         raise CompileError(f"the result type of recursive function {name} does not settle",
                            hint="return the same types on every path")
 
+    def _parameters(self, leaves: list, params: list) -> list:
+        """The arguments inside a recursive function: cells of its parameters, which it
+        must not write (the caller's arrays would change)."""
+        it = iter(params)
+        out = []
+        for x in leaves:
+            if isinstance(x, Ref):
+                cell = Ref(next(it), x.kind)
+                cell.note = ("a recursive function cannot write to its arguments (the "
+                             "caller's array would change)")
+                out.append(cell)
+            else:
+                out.append(x)
+        return out
+
     def recursive_call(self, key: tuple, leaves: list) -> Any:
-        func, spec = self.recursive[key]
+        func, spec, captured = self.recursive[key]
         if spec is None:
             raise Bottom
-        outs = C.call(*[x.get() for x in leaves if isinstance(x, Ref)], callee=func)
+        operands = [x.get() for x in leaves if isinstance(x, Ref)]
+        outs = C.call(*operands, *[r.get() for r in captured], callee=func)
         return self._rebuild(spec, outs)
 
     def _rebuild(self, spec, outs) -> Any:

@@ -30,6 +30,10 @@ WRITE_LOGS: ContextVar[list[dict[Ref, Atom]]] = ContextVar("pullback_write_logs"
 #: How deep in IR functions (recursive functions) staging is.
 FUNC_DEPTH: ContextVar[int] = ContextVar("pullback_func_depth", default=0)
 
+#: Cells of enclosing functions that the recursive function being staged reads, with
+#: the parameters standing for them.
+CAPTURES: ContextVar[dict | None] = ContextVar("pullback_captures", default=None)
+
 _serial = itertools.count()
 
 
@@ -74,6 +78,11 @@ class Ref:
             raise UnsupportedError(self.poisoned, hint="make a copy (`.copy()`) where the "
                                    "array is created so that it owns its memory")
         if isinstance(self._atom, Var) and self.depth < FUNC_DEPTH.get():
+            captures = CAPTURES.get()
+            if captures is not None:  # a value the recursive function closes over
+                if id(self) not in captures:
+                    captures[id(self)] = (self, Var(self._atom.type))
+                return captures[id(self)][1]
             raise UnsupportedError(
                 "a recursive function reads a run-time array of the function that calls it",
                 hint="pass the array to the recursive function as an argument",

@@ -213,7 +213,7 @@ def compact_positive(x):
          differentiable=(0,))
 def fill_until_budget(costs, budget):
     chosen = np.zeros_like(costs)
-    spent = 0.0
+    spent = costs.dtype.type(0)
     k = 0
     while k < len(costs) and spent + costs[k] <= budget:
         chosen[k] = costs[k]
