@@ -171,7 +171,9 @@ class ControlMixin:
                                [ends[0].where.get(name), ends[bad].where.get(name)],
                                "of the branch")
             kinds = [x.kind for x in leaves if isinstance(x, Ref)]
-            kind = "array" if "array" in kinds else "scalar"
+            # 0-d: a NumPy scalar on one path, a 0-d array on another: the scalar wins
+            kind = "array" if types[0].shape or kinds and all(k == "array" for k in kinds) \
+                else "scalar"
             shared[ident] = len(slots)
             plan.append(len(slots))
             slots.append(Slot(types[0], kind, [_atom_of(e, x) for e, x in zip(ends, leaves,

@@ -49,8 +49,10 @@ def has_ref(x: Any) -> bool:
         return True
     if isinstance(x, slice):
         return any(has_ref(e) for e in (x.start, x.stop, x.step))
-    if isinstance(x, (list, tuple, dict)) or hasattr(x, "__dataclass_fields__"):
-        return any(has_ref(e) for e in tree_leaves(x))
+    if isinstance(x, (list, tuple, dict)) or (hasattr(x, "__dataclass_fields__")
+                                              and not isinstance(x, type)):
+        return any(isinstance(e, (Ref, DynStr)) or (isinstance(e, slice) and has_ref(e))
+                   for e in tree_leaves(x))
     return False
 
 

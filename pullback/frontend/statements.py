@@ -403,7 +403,7 @@ class StatementMixin:
             if n == 0:
                 return
             if exits:
-                self._while_counted(it, names, bind, body)
+                self._while_counted(it, names, bind, body, n)
             else:
                 self.carried_loop(names, ForForm(self, it, bind, body), n)
             if n is not None and n > 0:
@@ -423,7 +423,7 @@ class StatementMixin:
             self.frame.vars.pop(name, None)
         self.assign(node.target, it.at(n - 1))
 
-    def _while_counted(self, it: Counted, names, bind, body) -> None:
+    def _while_counted(self, it: Counted, names, bind, body, n: int | None) -> None:
         serial = self.new_serial()
         k, go = f".k{serial}", f".go{serial}"
         self.frame.vars[k] = Ref(Lit(0, _weak_int()))
@@ -436,7 +436,7 @@ class StatementMixin:
 
         test = lambda: self.binop("lt", self.frame.vars[k], length)  # noqa: E731
         self.frame.vars[go] = Ref(convert(self.truth(test()), _bool(), True))
-        self.carried_loop(names | {go, k}, WhileForm(self, step, test, go), None)
+        self.carried_loop(names | {go, k}, WhileForm(self, step, test, go), n)
         self.frame.vars.pop(go, None)
         self.frame.vars.pop(k, None)
 
