@@ -246,11 +246,23 @@ class CallMixin:
         bound.apply_defaults()
         arguments = dict(bound.arguments)
         leaves, tree = tree_flatten(arguments)
-        if self.region >= 0 and sum(k[0] == ident for k in self.active) >= self.GENERALISE_AT:
+        scope = (src, parent, closure, globals_)
+        if self.region >= 0 and sum(k[0] == ident for k in self.active) >= self.GENERALISE_AT \
+                and any(_is_counter(x) for x in leaves):
             # deep recursion under a run-time branch: numbers that only count the depth
             # become run-time values, so the recursion can become a recursive function
-            leaves = [Ref(Lit(x)) if _is_counter(x) else x for x in leaves]
-            arguments = tree_unflatten(tree, leaves)
+            # (unless the function needs them at compile time)
+            general = [Ref(Lit(x)) if _is_counter(x) else x for x in leaves]
+            try:
+                return self._enter_call(tree_unflatten(tree, general), general, tree, ident,
+                                        scope)
+            except ConcretizationError:
+                pass
+        return self._enter_call(arguments, leaves, tree, ident, scope)
+
+    def _enter_call(self, arguments: dict, leaves: list, tree, ident: int, scope: tuple) -> Any:
+        """Stage a call inline, or as a recursive function when it meets itself."""
+        src, parent, closure, globals_ = scope
         key = (ident, tree, tuple(_key_leaf(x) for x in leaves))
 
         def enter(arguments: dict) -> Any:

@@ -247,7 +247,7 @@ def quadtree_block_stats(a):
          lambda rng: (rng.standard_normal(6), np.int64(4), np.int64(5)))
 def segment_tree_range_max(x, lo, hi):
     """max(x[lo:hi]) for dynamic bounds, by a recursive closure over static node ranges."""
-    empty = np.full((), -np.inf, dtype=x.dtype)
+    empty = x.dtype.type(-np.inf)  # the identity of max, a scalar like np.max returns
 
     def query(a, b):
         if hi <= a or b <= lo:
