@@ -15,7 +15,7 @@ from .tree import (
 )
 
 __all__ = [
-    "CompileError", "ConcretizationError", "jit", "make_ir", "ShapeError", "TreeDef", "UnsupportedError",
-    "bool_", "float32", "float64", "int32", "int64", "register_pytree", "tree_flatten",
-    "tree_leaves", "tree_map", "tree_structure", "tree_unflatten",
+    "CompileError", "ConcretizationError", "ShapeError", "TreeDef", "UnsupportedError",
+    "bool_", "float32", "float64", "int32", "int64", "jit", "make_ir", "register_pytree",
+    "tree_flatten", "tree_leaves", "tree_map", "tree_structure", "tree_unflatten",
 ]

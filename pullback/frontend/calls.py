@@ -493,10 +493,6 @@ def _range(st, *args) -> Any:
     return range_counted(lo, hi, step)
 
 
-def _counted(st, v):
-    return st.iterable(v, None)
-
-
 def _zip(st, *its, strict=False):
     parts = [st.iterable(i, None) for i in its]
     if all(isinstance(p, list) for p in parts):

@@ -112,9 +112,11 @@ class ControlMixin:
         outs = C.cond(pred, then=blocks[0], orelse=blocks[1]) if slots or any(
             blk.eqns for blk in blocks) else []
         made: dict[int, Ref] = {}
+        for k, s in enumerate(slots):
+            made[k] = Ref(outs[k], s.kind)
+            made[k].entangle(s.aliases)
         for name, td, plan, end in rebuild:
-            leaves = [made.setdefault(p, Ref(outs[p], slots[p].kind)) if isinstance(p, int)
-                      else p[0] for p in plan]
+            leaves = [made[p] if isinstance(p, int) else p[0] for p in plan]
             self.frame.vars[name] = tree_unflatten(td, leaves)
             if name in end.where:
                 self.frame.where[name] = end.where[name]
@@ -176,8 +178,10 @@ class ControlMixin:
                 else "scalar"
             shared[ident] = len(slots)
             plan.append(len(slots))
+            aliases = [r for e, x in zip(ends, leaves, strict=True) for r in e.outer_arrays([x])]
             slots.append(Slot(types[0], kind, [_atom_of(e, x) for e, x in zip(ends, leaves,
-                                                                              strict=True)]))
+                                                                              strict=True)],
+                              aliases))
         return name, td, plan, ends[0]
 
     # -- flags ----------------------------------------------------------------------
@@ -386,7 +390,9 @@ class ControlMixin:
                 if (name, k) in by_var:
                     kind = b.kind if isinstance(b, Ref) else (
                         a.kind if isinstance(a, Ref) else "scalar")
-                    new.append(Ref(by_var[(name, k)], kind))
+                    cell = Ref(by_var[(name, k)], kind)
+                    cell.entangle(end.outer_arrays([b]))
+                    new.append(cell)
                 else:
                     new.append(a)
             self.frame.vars[name] = tree_unflatten(td0, new)

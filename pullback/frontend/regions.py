@@ -19,7 +19,6 @@ from ..errors import CompileError, Loc
 from ..ir.core import Atom, Lit
 from ..ir.types import TensorType, type_of_value
 from ..ops import shape as S
-from ..tree import TreeDef, tree_flatten
 from .values import WRITE_LOGS, Ref, Undefined, is_static_number, next_serial
 
 
@@ -42,13 +41,15 @@ class End:
     fresh_writes: set[int]  # ids of cells made inside the region and written there
     value: Any = None
     bottom: bool = False
+    start: int = 0  # the region's serial: cells with smaller serials existed before it
+
+    def outer_arrays(self, leaves: list) -> list[Ref]:
+        """Arrays among ``leaves`` that existed before the region (names may alias them)."""
+        return [x for x in leaves if isinstance(x, Ref) and x.kind == "array"
+                and x.root().serial < self.start]
 
     def atom(self, ref: Ref) -> Atom:
         return self.atoms.get(id(ref)) or self.writes.get(ref) or ref.raw()
-
-
-def leaves_of(value: Any) -> tuple[list, TreeDef]:
-    return tree_flatten(value)
 
 
 def zeros(t: TensorType) -> Atom:
@@ -70,6 +71,7 @@ class Slot:
     type: TensorType
     kind: str
     atoms: list[Atom] = field(default_factory=list)
+    aliases: list[Ref] = field(default_factory=list)  # arrays the result may share memory with
 
 
 def region_start(stager) -> int:
@@ -101,7 +103,8 @@ def run_region(stager, fn) -> End:
         atoms = {id(r): r.raw() for r in tree_leaves_refs([frame.vars, value])}
         writes = {r: r.raw() for r in log if r.serial < start}
         fresh = {id(r) for r in log if r.serial >= start}
-        return End(dict(frame.vars), dict(frame.where), atoms, writes, fresh, value, bottom)
+        return End(dict(frame.vars), dict(frame.where), atoms, writes, fresh, value, bottom,
+                   start)
     finally:
         for r, old in log.items():
             r.restore(old)

@@ -84,8 +84,6 @@ class _Stores(ast.NodeVisitor):
         self.flags.add(DEAD)
         self.generic_visit(node)
 
-    def visit_Assert(self, node: ast.Assert) -> None:
-        self.generic_visit(node)
 
 
 def stores(stmts: list[ast.stmt]) -> _Stores:

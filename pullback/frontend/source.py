@@ -8,7 +8,6 @@ expression and for IPython cells, whose text ``linecache`` keeps.
 from __future__ import annotations
 
 import ast
-import inspect
 import linecache
 import types
 from dataclasses import dataclass
@@ -106,11 +105,3 @@ def function_source(fn: types.FunctionType) -> Source:
                     )
                 return Source(node, file, node.name)
     raise _no_source(fn, f"no definition found in {file!r} at line {first}")
-
-
-def has_source(fn: object) -> bool:
-    """Whether ``fn`` is a Python function whose source we can stage."""
-    if not isinstance(fn, types.FunctionType):
-        return False
-    file = fn.__code__.co_filename
-    return bool(linecache.getlines(file)) or bool(inspect.getsourcefile(fn))

@@ -105,10 +105,10 @@ class Ref:
         if self.note:
             raise UnsupportedError(self.note, hint="copy it first: `x = x.copy()`")
         if self.entangled:
-            names = "it may or may not share memory with another array"
-            raise UnsupportedError(f"cannot write to this array: {names} depending on "
-                                   f"{self.entangled_why}", hint="use `.copy()` to make it "
-                                   "own its memory before writing to it")
+            raise UnsupportedError(
+                "cannot write to this array: it may or may not share memory with another "
+                "array, depending on the branch taken at run time or the memory layout",
+                hint="use `.copy()` to make it own its memory before writing to it")
         if self.depth < FUNC_DEPTH.get():
             raise UnsupportedError(
                 "a recursive function writes to an array it did not create",
@@ -123,8 +123,6 @@ class Ref:
         for d in self.dependents:
             d.poisoned = ("this array may share memory with another array that was "
                           "written after it was made")
-
-    entangled_why = "the branch taken at run time or the memory layout"
 
     def entangle(self, others: list[Ref]) -> None:
         """This value may alias ``others`` (which one is decided at run time)."""
