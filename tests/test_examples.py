@@ -1,13 +1,23 @@
-"""The README's main command: the builder demo runs and agrees with NumPy."""
+"""The examples run and check themselves against plain Python / NumPy."""
 
 import runpy
 from pathlib import Path
 
-DEMO = Path(__file__).resolve().parent.parent / "examples" / "builder_demo.py"
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+def run(name: str, capsys) -> str:
+    runpy.run_path(str(EXAMPLES / name), run_name="__main__")
+    return capsys.readouterr().out
 
 
 def test_builder_demo_runs_and_agrees_with_numpy(capsys):
-    runpy.run_path(str(DEMO), run_name="__main__")
-    out = capsys.readouterr().out
+    out = run("builder_demo.py", capsys)
     assert "func @mlp_rmse(" in out and "while_loop" in out
     assert out.rstrip().endswith("interpreter and NumPy agree")
+
+
+def test_jit_demo_runs_and_agrees_with_python(capsys):
+    out = run("jit_demo.py", capsys)
+    assert "func @mlp_newton(" in out and "while_loop" in out and "jit_demo.py:" in out
+    assert out.rstrip().endswith("compiled and plain Python agree")

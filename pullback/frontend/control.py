@@ -460,7 +460,8 @@ class WhileForm:
 
     def iteration(self) -> None:
         st = self.stager
-        st.frame.vars[CONTINUED] = False
+        for flag in (RETURNED, BROKE, CONTINUED):  # the loop goes on only while all are clear
+            st.frame.vars[flag] = False
         self.run_body()
         st.frame.vars[CONTINUED] = False
         flow, _ = st.flow((RETURNED, BROKE, DEAD))

@@ -356,9 +356,13 @@ class StatementMixin:
         names = loop_stores(node.body) | loop_stores([ast.Expr(node.test)])
         for _ in range(self.MAX_UNROLL + 1):
             flow, _ = self.flow((RETURNED, BROKE, DEAD))
-            if flow is not False:
+            if flow is True:
                 break
-            t = self.test(node.test)
+            if flow is False:
+                t = self.test(node.test)
+            else:  # a break or return decided at run time: go on only where none happened
+                t = self.branch_value(flow, lambda: False,
+                                      lambda: self._truth_cell(self.test(node.test))).get()
             if t is False:
                 break
             if t is not True:
