@@ -316,7 +316,10 @@ class ControlMixin:
                 identity.append(leaf0)
                 retry = True
         for name in sorted(names):
-            if name in entry or name not in end.vars or isinstance(end.vars[name], Undefined):
+            if name not in entry and isinstance(end.vars.get(name), Undefined):
+                loop_local.add(name)  # set on some paths only: stays undefined after
+                continue
+            if name in entry or name not in end.vars:
                 continue
             if name in PLACEHOLDER_OK or name in FLAGS or (min_trips or 0) >= 1:
                 leaves, td = tree_flatten(end.vars[name])
@@ -399,7 +402,8 @@ class ControlMixin:
             if name in end.where:
                 self.frame.where[name] = end.where[name]
         for name in loop_local:
-            self.frame.vars[name] = Undefined(
+            v = end.vars.get(name)
+            self.frame.vars[name] = v if isinstance(v, Undefined) else Undefined(
                 name, "is first assigned inside a loop that may run zero times at run time",
                 end.where.get(name))
 

@@ -179,6 +179,11 @@ class Stager(StatementMixin, ControlMixin, CallMixin):
         return v
 
     def binop(self, name: str, a: Any, b: Any) -> Any:
+        if name == "mul" and (isinstance(a, (list, tuple)) or isinstance(b, (list, tuple))):
+            seq, count = (a, b) if isinstance(a, (list, tuple)) else (b, a)
+            if isinstance(count, Ref) and count.type.dtype.is_int and count.type.shape == ():
+                count = self.static_value(count, "the number of times a list is repeated")
+                return self.adopt(seq * count)
         if isinstance(a, (Ref, DynStr)) or isinstance(b, (Ref, DynStr)):
             fn = OPERATORS.get(name)
             if fn is None:
