@@ -36,14 +36,15 @@ def refused(kind: type[pb.CompileError], fn: Callable, args: tuple, token: str,
             where: Callable | None = None) -> pb.CompileError:
     """Compile ``fn`` on ``args``: it must raise ``kind`` at the marked line of ``where``
     (default ``fn``), at the column where ``token`` starts, and show that line and a caret."""
-    line, text = marked(where or fn)
+    where = where or fn
+    line, text = marked(where)
     col = text.index(token)
     with pytest.raises(kind) as info:
         pb.jit(fn)(*args)
     e = info.value
     assert e.loc is not None, f"no location in:\n{e}"
-    assert (e.loc.file, e.loc.line, e.loc.col) == (
-        (where or fn).__code__.co_filename, line, col), f"expected line {line} col {col}:\n{e}"
+    assert (e.loc.file, e.loc.line, e.loc.col) == (where.__code__.co_filename, line, col), \
+        f"expected line {line} col {col}:\n{e}"
     assert f"    {text.rstrip()}\n    {' ' * col}^" in str(e)
     return e
 
@@ -156,8 +157,6 @@ def zero_list(x):
     return [0.0] * int(x[0])  # <- here
 
 
-@pytest.mark.xfail(strict=True, reason="frontend: list * run-time int raises an internal "
-                   "TypeError ('cannot use list [0.0] as an IR operand')")
 def test_int_of_run_time_value_as_list_length_is_refused():
     refused(pb.ConcretizationError, zero_list, (np.array([3.0]),), "[0.0]")
 
@@ -259,10 +258,27 @@ def zero_first(x, z):
     return x, z
 
 
-@pytest.mark.xfail(strict=True, reason="frontend: a write through a name bound to one of two "
-                   "arrays by a run-time branch compiles and updates neither array")
-def test_write_through_branch_dependent_alias_is_refused():
-    refused(pb.UnsupportedError, zero_first, (X.copy(), -X), "target[0]")
+def zero_first_of_either(x, z):
+    target = x if x.sum() > 0 else z
+    target[0] = 0.0  # <- here
+    return x, z
+
+
+@pytest.mark.parametrize("fn", [zero_first, zero_first_of_either])
+def test_write_through_branch_dependent_alias_is_refused(fn):
+    refused(pb.UnsupportedError, fn, (X.copy(), -X), "target[0]")
+
+
+def saw_positive(x):
+    for v in x:
+        if v > 0:
+            found = True  # <- here
+    return found
+
+
+def test_variable_set_under_run_time_branch_in_loop_is_refused():
+    e = refused(pb.UnsupportedError, saw_positive, (X,), "found =")
+    assert "'found'" in e.message
 
 
 def partial_sums(x):
