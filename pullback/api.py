@@ -91,7 +91,7 @@ class Staged:
     """A staged specialisation: the IR and how to rebuild results and write back."""
 
     func: Func
-    outputs: list  # per result leaf: ('dyn', kind, weak) or ('static', value)
+    outputs: list  # per result leaf: ('dyn', kind, weak), ('arg', leaf) or ('static', value)
     out_tree: TreeDef
     writeback: list[int]  # leaf positions of arguments the function mutates
 
@@ -128,8 +128,11 @@ def _stage(fn: Callable, sig: Signature, name: str, stager: Stager, leaves: list
         result = stager.call(fn, [], {**arguments, **static})
         out_leaves, out_tree = tree_flatten(result)
         results, outputs = [], []
+        arg_of = {id(cell): j for j, cell in cells.items() if cell.kind == "array"}
         for x in out_leaves:
-            if isinstance(x, Ref):
+            if id(x) in arg_of:  # the caller's own array, as plain Python returns it
+                outputs.append(("arg", arg_of[id(x)]))
+            elif isinstance(x, Ref):
                 results.append(x.get())
                 outputs.append(("dyn", x.kind, x.get().type.weak))
             else:
@@ -192,11 +195,11 @@ class Jitted:
         inputs = [leaves[i] for i in sig.dynamic]
         outs = interp.run(staged.func, *inputs)
         n = len(outs) - len(staged.writeback)
+        it = iter(outs[:n])
+        result = [_output(next(it), s, inputs) if s[0] == "dyn" else
+                  leaves[s[1]] if s[0] == "arg" else s[1] for s in staged.outputs]
         for i, value in zip(staged.writeback, outs[n:], strict=True):
             np.copyto(leaves[i], value, casting="no")
-        it = iter(outs[:n])
-        result = [_output(next(it), s, inputs) if s[0] == "dyn" else s[1]
-                  for s in staged.outputs]
         return tree_unflatten(staged.out_tree, result)
 
     def __get__(self, obj: Any, objtype: Any = None) -> Any:

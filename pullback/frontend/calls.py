@@ -170,6 +170,11 @@ class CallMixin:
             return self.call(user_call, [fn, *args], kwargs, node)
         if dynamic:
             name = getattr(fn, "__qualname__", None) or repr(fn)
+            module = getattr(fn, "__module__", None) or ""
+            if module.split(".")[0] == "numpy":
+                raise UnsupportedError(
+                    f"np.{name} is not supported by pullback",
+                    hint="see docs/numpy_coverage.md for the supported functions")
             raise UnsupportedError(
                 f"{name} has no Python source, so it cannot be called on run-time values",
                 hint="use a NumPy function pullback supports (docs/numpy_coverage.md) or a "
@@ -484,7 +489,7 @@ def _range(st, *args) -> Any:
         return range(*args)
     for a in args:
         if isinstance(a, Ref) and not a.type.dtype.is_int and not a.type.dtype.is_bool:
-            raise TypeError(f"'{a.type.dtype.np.__name__}' object cannot be interpreted as an "
+            raise TypeError(f"'{a.type.dtype.name}' object cannot be interpreted as an "
                             "integer")
     lo, hi, step = (0, args[0], 1) if len(args) == 1 else (*args, 1)[:3]
     static = [concrete(a) for a in (lo, hi, step)]

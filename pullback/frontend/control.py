@@ -132,7 +132,8 @@ class ControlMixin:
             return fn()
         except (Bottom, MergeError):
             raise
-        except (ValueError, IndexError, ArithmeticError) as e:
+        except (ValueError, IndexError, ArithmeticError, TypeError, NameError, KeyError,
+                AttributeError) as e:
             if isinstance(e, CompileError) and not isinstance(e, ShapeError):
                 raise
             exc = next((c.__name__ for c in type(e).__mro__
@@ -157,6 +158,8 @@ class ControlMixin:
         for k in range(len(flat[0][0])):
             leaves = [f[0][k] for f in flat]
             same, v = merge_leaf(leaves)
+            if same and isinstance(v, Ref) and any(v.serial >= e.start for e in ends):
+                same = False  # made inside the branch: its IR value does not exist outside
             if same:
                 plan.append((v,))
                 continue

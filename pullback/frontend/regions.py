@@ -123,7 +123,11 @@ def describe(v: Any) -> str:
         return f"{'a Python ' + v.type.dtype.name if v.type.weak else v.kind} of type {v.type}"
     if isinstance(v, Undefined):
         return "undefined"
-    return f"the {type(v).__name__} {v!r}"[:80]
+    if isinstance(v, (list, tuple, dict)):
+        return f"a {type(v).__name__} of {len(v)} items"
+    if is_static_number(v) or isinstance(v, str) or v is None:
+        return f"the {type(v).__name__} {v!r}"
+    return f"a {type(v).__name__}"
 
 
 def mismatch(name: str, values: list[Any], locs: list[Loc | None], what: str) -> MergeError:

@@ -191,6 +191,7 @@ CHECK_EXCEPTIONS = {
     e.__name__: e
     for e in (
         AssertionError, IndexError, ValueError, ZeroDivisionError, OverflowError, RuntimeError,
+        TypeError, NameError, UnboundLocalError, KeyError, AttributeError,
         np.linalg.LinAlgError,
     )
 }
