@@ -273,6 +273,11 @@ class StatementMixin:
                 raise ConcretizationError("cannot store a string in an array")
             obj.set(OPERATORS["setitem"](obj.get(), lower(idx), lower(value)))
             return
+        if isinstance(obj, np.ndarray):
+            raise UnsupportedError(
+                "writing to an array the function closes over (a global or closure "
+                "constant): it is baked into the compiled code",
+                hint="pass the array as an argument, or write to a copy")
         if has_ref(idx):
             idx = self.static_value(idx, f"an index into a Python {type(obj).__name__}")
         self.check_mutable(obj, "item assignment")

@@ -1,0 +1,99 @@
+"""Semantics the corpus does not pin down on its own: effects in program order, views,
+entangled aliases, and what jit hands back."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import pullback as pb
+
+
+def report(x):
+    for i in range(x.shape[0]):
+        if x[i] > 0:
+            print(f"x[{i}] = {x[i]:.2f}")
+        else:
+            print("skip", i)
+    print("total", x.sum())
+    return x.sum()
+
+
+def test_print_runs_at_run_time_in_program_order(capsys):
+    x = np.array([1.5, -1.0, 2.25])
+    report(x)
+    want = capsys.readouterr().out
+    f = pb.jit(report)
+    f(x)
+    assert capsys.readouterr().out == want
+    f(x)  # cached: printing is still a run-time effect
+    assert capsys.readouterr().out == want
+
+
+def transpose_write(m):
+    t = m.T
+    t[0, 1] = 7.0
+    r = m.reshape(-1)
+    r[0] = -1.0
+    return m
+
+
+def test_views_from_transpose_and_reshape_write_through():
+    m = np.arange(6.0).reshape(2, 3)
+    want = transpose_write(m.copy())
+    got = pb.jit(transpose_write)(m.copy())
+    np.testing.assert_array_equal(got, want)
+
+
+def reshape_of_strided(m):
+    v = m[:, ::2].reshape(-1)
+    m[0, 0] = 9.0
+    return v.sum()
+
+
+def test_reshape_of_a_strided_view_may_alias_and_is_refused_after_a_write():
+    with pytest.raises(pb.UnsupportedError, match="share memory"):
+        pb.jit(reshape_of_strided)(np.ones((2, 4)))
+
+
+def assert_positive(x):
+    assert x.min() > 0, f"min is {x.min()}"
+    return np.log(x)
+
+
+def test_assert_message_formats_run_time_values():
+    f = pb.jit(assert_positive)
+    np.testing.assert_allclose(f(np.array([1.0, 2.0])), np.log([1.0, 2.0]))
+    with pytest.raises(AssertionError, match=r"min is -3\.0"):
+        f(np.array([1.0, -3.0]))
+
+
+def scalars(x, a):
+    return x.sum(), a * 2, float(x[0]), int(x.shape[0]), x[0] > 0
+
+
+def test_result_kinds_match_python():
+    x = np.array([1.0, 2.0])
+    got, want = pb.jit(scalars)(x, 1.5), scalars(x, 1.5)
+    assert [type(g) for g in got] == [type(w) for w in want]
+    assert got == want
+
+
+TABLE = np.array([1.0, 2.0, 3.0])
+
+
+def scale_by_table(x):
+    return x * TABLE
+
+
+def overwrite_table(x):
+    TABLE[0] = 0.0
+    return x * TABLE
+
+
+def test_global_arrays_are_constants_and_cannot_be_written():
+    x = np.ones(3)
+    np.testing.assert_array_equal(pb.jit(scale_by_table)(x), scale_by_table(x))
+    with pytest.raises(pb.UnsupportedError, match="closes over"):
+        pb.jit(overwrite_table)(x)
+    assert TABLE[0] == 1.0
