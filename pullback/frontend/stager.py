@@ -29,7 +29,7 @@ from .lowering import concrete, has_ref, lift, lower
 from .scope import Frame
 from .source import Source
 from .statements import StatementMixin
-from .values import DynStr, Ref, RefMethod, View, next_serial
+from .values import DynStr, Ref, RefMethod, next_serial
 from .views import view_attribute
 
 BINOPS = {
@@ -464,4 +464,3 @@ class Stager(StatementMixin, ControlMixin, CallMixin):
                                "and assignments", self.loc(node))
 
 
-__all__ = ["Stager", "View", "Lit"]

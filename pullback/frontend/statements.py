@@ -17,7 +17,7 @@ from ..numpy_api.core import convert
 from ..ops import control as C
 from .control import ForForm, WhileForm
 from .iteration import Counted
-from .lowering import concrete, has_ref, lift, lower
+from .lowering import has_ref, lower
 from .scope import BROKE, CONTINUED, DEAD, RETURNED, RETVAL, loop_stores
 from .values import DynStr, Ref
 
@@ -122,11 +122,12 @@ class StatementMixin:
         t = self.test(node.test)
         if t is True:
             return
-        msg = "" if node.msg is None else None
-        if t is False:
+        if t is False and self.region < 0:  # fails whenever the function runs
             raise AssertionError(*(() if node.msg is None else (self._message(node.msg),)))
-        fmt, args = ("", []) if msg == "" else self._format(self.eval(node.msg))
-        C.check(t, *args, exc="AssertionError", fmt=fmt)
+        fmt, args = ("", []) if node.msg is None else self._format(self.eval(node.msg))
+        C.check(Lit(False) if t is False else t, *args, exc="AssertionError", fmt=fmt)
+        if t is False:  # fails on this run-time path only
+            self.frame.vars[DEAD] = True
 
     def _message(self, node: ast.expr) -> Any:
         v = self.eval(node)
@@ -486,4 +487,3 @@ def _weak_int():
     return type_of_value(0)
 
 
-__all__ = ["StatementMixin", "concrete", "lift"]

@@ -97,3 +97,17 @@ def test_global_arrays_are_constants_and_cannot_be_written():
     with pytest.raises(pb.UnsupportedError, match="closes over"):
         pb.jit(overwrite_table)(x)
     assert TABLE[0] == 1.0
+
+
+def checked(x, n):
+    if x.sum() > 0:
+        assert n > 5, "n too small"
+        return x
+    return -x
+
+
+def test_static_assert_failure_on_a_run_time_path_fails_only_there():
+    f = pb.jit(checked)
+    np.testing.assert_array_equal(f(-np.ones(2), 3), np.ones(2))
+    with pytest.raises(AssertionError, match="n too small"):
+        f(np.ones(2), 3)
