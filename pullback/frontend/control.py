@@ -32,7 +32,7 @@ from .regions import (
     run_region,
     zeros,
 )
-from .scope import BROKE, CONTINUED, DEAD, FLAGS, RETURNED, RETVAL
+from .scope import BROKE, CONTINUED, DEAD, FLAGS, RETURNED, RETVAL, defined_flag
 from .values import Ref, Undefined, is_static_number
 
 VALUE = ".value"
@@ -83,18 +83,25 @@ class ControlMixin:
                         if e.vars[n] is not entry.get(n, _MISSING)})
         slots: list[Slot] = []
         rebuild: list[tuple[str, Any, list, End]] = []
+        merged: dict[str, list] = {}
         for name in names:
             vals = [e.vars.get(name, False if name in FLAGS else _MISSING) for e in live]
-            if any(v is _MISSING or isinstance(v, Undefined) for v in vals):
-                known = [v for v in vals if v is not _MISSING and not isinstance(v, Undefined)]
-                if name not in PLACEHOLDER_OK or not known:
-                    self.frame.vars[name] = Undefined(
-                        name, "is assigned on only some paths of a branch on run-time values",
-                        live[0].where.get(name))
+            unset = [v is _MISSING or isinstance(v, Undefined) for v in vals]
+            if any(unset):
+                known = [v for v, u in zip(vals, unset, strict=True) if not u]
+                if not known:
+                    self.frame.vars[name] = vals[0] if vals[0] is not _MISSING else Undefined(
+                        name, "is not assigned on any path", live[0].where.get(name))
                     continue
+                if name not in PLACEHOLDER_OK:  # assigned on some paths only: say which
+                    flag = defined_flag(name)
+                    for e, u in zip(live, unset, strict=True):
+                        e.vars[flag] = False if u else e.vars.get(flag, True)
+                    merged[flag] = [e.vars[flag] for e in live]
                 filler = _placeholder(known[0])
-                vals = [filler if v is _MISSING or isinstance(v, Undefined) else v
-                        for v in vals]
+                vals = [filler if u else v for v, u in zip(vals, unset, strict=True)]
+            merged[name] = vals
+        for name, vals in merged.items():
             rebuild.append(self._merge_var(name, vals, live, slots))
         writes = {r for e in live for r in e.writes}
         ref_slots = []
@@ -231,6 +238,7 @@ class ControlMixin:
         names first set inside the loop join the carries.
         """
         frame = self.frame
+        names = names | {defined_flag(n) for n in names if not n.startswith(".")}
         identity: list[Ref] = []
         promoted: set[tuple[str, int]] = set()
         strong: set[tuple[str, int]] = set()  # Python numbers that meet NumPy ones
@@ -324,18 +332,19 @@ class ControlMixin:
                 continue
             if name in entry or name not in end.vars:
                 continue
-            if name in PLACEHOLDER_OK or name in FLAGS or (min_trips or 0) >= 1:
-                leaves, td = tree_flatten(end.vars[name])
-                placeholders[name] = (td, [("type", end.atom(x).type, x.kind)
-                                           if isinstance(x, Ref) else ("static", x)
-                                           for x in leaves])
-                retry = True
-            else:
-                loop_local.add(name)
+            if not (name in PLACEHOLDER_OK or name in FLAGS or (min_trips or 0) >= 1) \
+                    and not name.startswith("."):
+                self.frame.vars[defined_flag(name)] = False  # unset if the loop never runs
+            leaves, td = tree_flatten(end.vars[name])
+            placeholders[name] = (td, [("type", end.atom(x).type, x.kind)
+                                       if isinstance(x, Ref) else ("static", x)
+                                       for x in leaves])
+            retry = True
         if retry:
             return True
         var_slots = {(s[1], s[2]) for s in spec if s[0] == "var"}
-        seen: dict[int, str] = {}
+        param_of = {(s[1], s[2]): pid for pid, s in fresh.items()}
+        seen: dict[int, tuple[str, bool]] = {}
         for name, (leaves0, td0) in entry.items():
             v = end.vars.get(name, _MISSING)
             if v is _MISSING or isinstance(v, Undefined):
@@ -373,16 +382,20 @@ class ControlMixin:
                     shown = Ref(end.atom(b)) if isinstance(b, Ref) else as_dynamic(b)
                     raise mismatch(name, [as_dynamic(a), shown], where,
                                    "of the loop (before and after an iteration)")
-                if isinstance(b, Ref):
-                    if id(b) in seen:
+                if isinstance(b, Ref) and b.kind == "array":
+                    # two names left holding one array: the next iteration starts them as
+                    # two arrays, which is exact only if it rebinds them before writing
+                    written = param_of.get((name, k)) in end.fresh_writes
+                    if id(b) in seen and (written or seen[id(b)][1]):
                         raise MergeError(
-                            f"'{name}' and '{seen[id(b)]}' are the same array after an "
-                            "iteration but not before it", where[1],
-                            hint="make a copy with .copy()")
-                    seen[id(b)] = name
+                            f"'{name}' and '{seen[id(b)][0]}' are the same array after an "
+                            "iteration but not before it, and the loop writes to it",
+                            where[1], hint="make a copy with .copy()")
+                    seen.setdefault(id(b), (name, written))
         return retry
 
     def _bind_loop_outputs(self, entry, spec, end: End, outs, loop_local) -> None:
+        made: dict = {}  # names holding one cell after the body share it after the loop
         by_var = {}
         for s, out in zip(spec, outs, strict=True):
             if s[0] == "ref":
@@ -396,9 +409,11 @@ class ControlMixin:
                 if (name, k) in by_var:
                     kind = b.kind if isinstance(b, Ref) else (
                         a.kind if isinstance(a, Ref) else "scalar")
-                    cell = Ref(by_var[(name, k)], kind)
-                    cell.entangle(end.outer_arrays([b]))
-                    new.append(cell)
+                    key = id(b) if isinstance(b, Ref) else (name, k)
+                    if key not in made:
+                        made[key] = Ref(by_var[(name, k)], kind)
+                        made[key].entangle(end.outer_arrays([b]))
+                    new.append(made[key])
                 else:
                     new.append(a)
             self.frame.vars[name] = tree_unflatten(td0, new)

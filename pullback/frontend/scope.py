@@ -19,6 +19,12 @@ RETURNED, RETVAL, BROKE, CONTINUED, DEAD = ".returned", ".retval", ".broke", ".c
 FLAGS = (RETURNED, BROKE, CONTINUED, DEAD)
 
 
+def defined_flag(name: str) -> str:
+    """The pseudo-variable saying, at run time, whether ``name`` has been assigned (for
+    names assigned on some paths only; reading one unassigned raises UnboundLocalError)."""
+    return ".defined:" + name
+
+
 class _Stores(ast.NodeVisitor):
     """Names a statement list binds, not looking inside nested scopes."""
 
@@ -181,6 +187,8 @@ class Frame:
             frame.assign(name, value, loc)
             return
         self.vars[name] = value
+        if defined_flag(name) in self.vars:
+            self.vars[defined_flag(name)] = True
         if loc is not None:
             self.where[name] = loc
 

@@ -21,12 +21,13 @@ from ..ir.core import Atom, Lit
 from ..ir.types import bool_
 from ..numpy_api import ATTRIBUTES, METHODS, OPERATORS
 from ..numpy_api.core import convert
+from ..ops import control as C
 from ..ops import elementwise as E
 from ..ops import shape as S
 from .calls import CallMixin
 from .control import ControlMixin
 from .lowering import concrete, has_ref, lift, lower
-from .scope import Frame
+from .scope import Frame, defined_flag
 from .source import Source
 from .statements import StatementMixin
 from .values import DynStr, Ref, RefMethod, next_serial
@@ -171,7 +172,13 @@ class Stager(StatementMixin, ControlMixin, CallMixin):
         return node.value
 
     def expr_Name(self, node: ast.Name) -> Any:
-        return self.frame.read(node.id)
+        value = self.frame.read(node.id)
+        flag = self.frame.vars.get(defined_flag(node.id))
+        if isinstance(flag, Ref):  # assigned on some run-time paths only
+            C.check(flag.get(), exc="UnboundLocalError",
+                    fmt=f"cannot access local variable '{node.id}' where it is not associated "
+                    "with a value")
+        return value
 
     def expr_NamedExpr(self, node: ast.NamedExpr) -> Any:
         v = self.eval(node.value)

@@ -272,13 +272,17 @@ def test_write_through_branch_dependent_alias_is_refused(fn):
 def saw_positive(x):
     for v in x:
         if v > 0:
-            found = True  # <- here
+            found = True
     return found
 
 
-def test_variable_set_under_run_time_branch_in_loop_is_refused():
-    e = refused(pb.UnsupportedError, saw_positive, (X,), "found =")
-    assert "'found'" in e.message
+def test_variable_set_on_some_run_time_paths_raises_unbound_local_error_like_python():
+    f = pb.jit(saw_positive)
+    assert f(np.array([-1.0, 2.0])) is saw_positive(np.array([-1.0, 2.0]))
+    with pytest.raises(UnboundLocalError, match="'found'"):
+        saw_positive(np.array([-1.0, -2.0]))
+    with pytest.raises(UnboundLocalError, match="'found'"):
+        f(np.array([-1.0, -2.0]))
 
 
 def partial_sums(x):
