@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import UnsupportedError
-from ..ir.core import Atom, Lit
+from ..ir.core import Atom, Lit, Var
 from ..ir.op import Op
 from ..ir.types import DType, TensorType, bool_, float64, int64, promote_types, result_type
 from ..ops import control as C
@@ -712,6 +712,17 @@ def _ambiguous() -> ValueError:
 
 def _first_best(name: str, items: Sequence[Any]) -> Atom:
     better = _PYTHON_EXTREMES[name][0]
+    # Python returns one argument unchanged: with run-time values of several dtypes the
+    # result's dtype would follow the data (Python number constants are joined, like 0)
+    dtypes = {typeof(x).dtype for x in items if isinstance(x, Var) or not typeof(x).weak}
+    joined = result_type(*(typeof(x) for x in items)).dtype
+    if any(isinstance(x, Var) for x in items) and (len(dtypes) > 1 or joined not in dtypes):
+        dtypes.add(joined)
+        shown = ", ".join(sorted(d.name for d in dtypes))
+        raise UnsupportedError(
+            f"{name}() of values of different dtypes ({shown}) returns one of them unchanged, "
+            "so the result's dtype would depend on the data",
+            hint="convert the arguments to one dtype first, e.g. float(...) or .astype(...)")
     operands, _ = promote(*items)
     shapes = [typeof(x).shape for x in operands]
     if len(operands) > 1 and any(s != () for s in shapes):

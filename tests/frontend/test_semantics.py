@@ -111,3 +111,18 @@ def test_static_assert_failure_on_a_run_time_path_fails_only_there():
     np.testing.assert_array_equal(f(-np.ones(2), 3), np.ones(2))
     with pytest.raises(AssertionError, match="n too small"):
         f(np.ones(2), 3)
+
+
+def clamp_index(v, n):
+    return min(np.floor(v * n).astype(np.int64), n / 1)
+
+
+def relu_like(x):
+    return max(x.sum(), 0), min(x.max(), 1.0)
+
+
+def test_builtin_min_max_of_run_time_values_of_two_dtypes_is_refused():
+    with pytest.raises(pb.UnsupportedError, match="different dtypes"):
+        pb.jit(clamp_index)(np.float64(0.3), 3)
+    x = np.array([0.5, -2.0])
+    assert pb.jit(relu_like)(x) == relu_like(x)
