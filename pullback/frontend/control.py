@@ -286,9 +286,14 @@ class ControlMixin:
                     state["fresh"] = fresh
                     for n, (_, td) in entry.items():
                         frame.vars[n] = tree_unflatten(td, bound[n])
-                    form.iteration()
+                    self._deferring(form.iteration)
 
                 end = run_region(self, iteration)
+                if end.vars.get(DEAD) is True:  # every iteration raises: nothing is carried
+                    state["end"] = End({n: tree_unflatten(td, leaves)
+                                        for n, (leaves, td) in entry.items()},
+                                       {}, {}, {}, set(), start=end.start)
+                    return list(params)
                 state["end"] = end
                 if self._loop_fixes(names, entry, spec, end, identity, promoted, strong,
                                     placeholders, loop_local, state["fresh"], min_trips):

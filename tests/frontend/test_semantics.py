@@ -126,3 +126,19 @@ def test_builtin_min_max_of_run_time_values_of_two_dtypes_is_refused():
         pb.jit(clamp_index)(np.float64(0.3), 3)
     x = np.array([0.5, -2.0])
     assert pb.jit(relu_like)(x) == relu_like(x)
+
+
+def triangular_sum(x, n):
+    for i in range(n):
+        for j in range(n - 1 / i):  # a float bound, reached only after 1 / 0
+            x = x + j
+    return x
+
+
+def test_errors_in_a_loop_body_are_raised_when_the_loop_runs_in_python_order():
+    f = pb.jit(triangular_sum)
+    np.testing.assert_array_equal(f(np.ones(2), np.int64(0)), np.ones(2))
+    with pytest.raises(ZeroDivisionError):
+        triangular_sum(np.ones(2), np.int64(2))
+    with pytest.raises(ZeroDivisionError):
+        f(np.ones(2), np.int64(2))
