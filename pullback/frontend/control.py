@@ -36,6 +36,7 @@ from .scope import BROKE, CONTINUED, DEAD, FLAGS, RETURNED, RETVAL, defined_flag
 from .values import Ref, Undefined, is_static_number
 
 VALUE = ".value"
+CAUGHT = object()  # what _deferring returns when it moved an error to run time
 PLACEHOLDER_OK = (RETVAL, VALUE)
 _MISSING = object()
 
@@ -147,10 +148,11 @@ class ControlMixin:
                         if C.CHECK_EXCEPTIONS.get(c.__name__) is c), None)
             if exc is None:
                 raise
+            self.deferred = e
             message = e.message if isinstance(e, CompileError) else str(e)
             C.check(Lit(False), exc=exc, fmt=message.replace("{", "{{").replace("}", "}}"))
             self.frame.vars[DEAD] = True
-            return None
+            return CAUGHT
 
     def _merge_var(self, name: str, vals: list[Any], ends: list[End],
                    slots: list[Slot]) -> tuple[str, Any, list, End]:
@@ -286,9 +288,13 @@ class ControlMixin:
                     state["fresh"] = fresh
                     for n, (_, td) in entry.items():
                         frame.vars[n] = tree_unflatten(td, bound[n])
-                    self._deferring(form.iteration)
+                    state["error"] = None
+                    if self._deferring(form.iteration) is CAUGHT:
+                        state["error"] = self.deferred
 
                 end = run_region(self, iteration)
+                if state["error"] is not None and (min_trips or 0) >= 1:
+                    raise state["error"]  # the first iteration surely runs, and raises
                 if end.vars.get(DEAD) is True:  # every iteration raises: nothing is carried
                     state["end"] = End({n: tree_unflatten(td, leaves)
                                         for n, (leaves, td) in entry.items()},

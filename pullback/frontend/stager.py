@@ -72,6 +72,7 @@ class Stager(StatementMixin, ControlMixin, CallMixin):
         self.steps = 0  # staged calls and unrolled iterations, against MAX_STEPS
         self.frames: list[Frame] = []  # the staged call stack
         self.arguments: list[Ref] = []  # cells of the top-level arguments
+        self.deferred: Exception | None = None  # the last error moved to run time
 
     def new_serial(self) -> int:
         return next_serial()
