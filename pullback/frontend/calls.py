@@ -215,8 +215,7 @@ class CallMixin:
             self.call(cls.__post_init__, [obj], {})
             return obj
         init = cls.__init__
-        if isinstance(init, types.FunctionType) and "__create_fn__" not in init.__qualname__ \
-                and inspect.getsourcefile(init) and not _generated(init):
+        if isinstance(init, types.FunctionType) and not _generated(init):
             obj = cls.__new__(cls)
             self.new(obj)
             self.call(init, [obj, *args], kwargs)

@@ -31,7 +31,7 @@ from .scope import Frame, defined_flag
 from .source import Source
 from .statements import StatementMixin
 from .values import DynStr, Ref, RefMethod, next_serial
-from .views import view_attribute
+from .views import index_view, view_attribute
 
 BINOPS = {
     ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "truediv",
@@ -329,8 +329,6 @@ class Stager(StatementMixin, ControlMixin, CallMixin):
         return self.adopt(obj[idx])
 
     def index_array(self, ref: Ref, idx: Any) -> Ref:
-        from .views import index_view
-
         return index_view(ref, idx)
 
     def expr_Slice(self, node: ast.Slice) -> slice:

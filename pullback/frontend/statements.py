@@ -12,6 +12,7 @@ import numpy as np
 from ..errors import CompileError, ConcretizationError, UnsupportedError
 from ..ir.builder import current
 from ..ir.core import Lit
+from ..ir.types import bool_, type_of_value
 from ..numpy_api import OPERATORS
 from ..numpy_api.core import convert
 from ..ops import control as C
@@ -373,7 +374,7 @@ class StatementMixin:
                 break
             if t is not True:
                 go = f".go{self.new_serial()}"
-                self.frame.vars[go] = Ref(convert(t, _bool(), True))
+                self.frame.vars[go] = Ref(convert(t, bool_, True))
                 form = WhileForm(self, lambda: self.exec_block(node.body),
                                  lambda: self.eval(node.test), go)
                 self.carried_loop(names | {go}, form, None)
@@ -436,7 +437,7 @@ class StatementMixin:
     def _while_counted(self, it: Counted, names, bind, body, n: int | None) -> None:
         serial = self.new_serial()
         k, go = f".k{serial}", f".go{serial}"
-        self.frame.vars[k] = Ref(Lit(0, _weak_int()))
+        self.frame.vars[k] = Ref(Lit(0, type_of_value(0)))
         length = it.length
 
         def step() -> None:
@@ -445,7 +446,7 @@ class StatementMixin:
             self.frame.vars[k] = self.binop("add", self.frame.vars[k], 1)
 
         test = lambda: self.binop("lt", self.frame.vars[k], length)  # noqa: E731
-        self.frame.vars[go] = Ref(convert(self.truth(test()), _bool(), True))
+        self.frame.vars[go] = Ref(convert(self.truth(test()), bool_, True))
         self.carried_loop(names | {go, k}, WhileForm(self, step, test, go), n)
         self.frame.vars.pop(go, None)
         self.frame.vars.pop(k, None)
@@ -472,18 +473,6 @@ def _targets(target: ast.expr) -> set[str]:
 
 
 def _emitted() -> int:
-    return sum(1 for _ in current().frame.eqns)
-
-
-def _bool():
-    from ..ir.types import bool_
-
-    return bool_
-
-
-def _weak_int():
-    from ..ir.types import type_of_value
-
-    return type_of_value(0)
+    return len(current().frame.eqns)
 
 
