@@ -364,12 +364,7 @@ class _Parser:
     def type_(self) -> Type:
         if self.peek().text == "stack":
             self.next()
-            self.expect("<")
-            elem = self.type_()
-            self.expect(">")
-            if not isinstance(elem, TensorType):
-                raise self.fail(f"a tensor type, not {elem},")
-            return StackType(elem)
+            return StackType()
         start = self.peek()
         weak = self.accept("~")
         dt = self.dtype()

@@ -124,12 +124,11 @@ class TensorType:
 
 @dataclass(frozen=True)
 class StackType:
-    """A run-time-sized LIFO stack of tensors of one type (residuals of reverse-mode AD)."""
-
-    elem: TensorType
+    """A run-time-sized LIFO stack of tensors of any types (the residual tape of
+    reverse-mode AD).  Each pop names the type it expects; pops mirror pushes."""
 
     def __str__(self) -> str:
-        return f"stack<{self.elem}>"
+        return "stack"
 
 
 Type = TensorType | StackType

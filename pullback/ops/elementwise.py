@@ -3,6 +3,11 @@
 Operands of a binary op have one dtype (``numpy_api`` promotes first) and either the
 same shape or shape ``()`` — a scalar operand is broadcast, anything more general goes
 through an explicit ``broadcast_in_dim``.  A result is weak only when every operand is.
+
+Derivatives: a unary op declares ``deriv(x, y)``, the derivative of ``y = f(x)``; a
+binary op declares ``partials(x, y, out)``, the two partial derivatives (``None`` for
+one that is zero).  The jvp and vjp rules follow from them; piecewise-constant ops
+(floor, sign, comparisons ...) have zero derivatives, as in other NumPy-based AD tools.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import numpy as np
 from ..errors import ShapeError
 from ..ir.op import Op
 from ..ir.types import TensorType, bool_
+from .derivs import const, sum_to, zero_jvp, zero_vjp, zeros
 
 _KIND_NAMES = {"b": "boolean", "i": "integer", "f": "floating-point"}
 
@@ -62,21 +68,68 @@ def quiet(fn):
     return impl
 
 
-def unary(name: str, fn, kinds: str = "f") -> Op:
+def _unary_rules(deriv):
+    """jvp and vjp of ``y = f(x)`` from ``deriv(x, y)``; ``deriv=None``: zero."""
+    if deriv is None:
+        return zero_jvp, zero_vjp
+
+    def jvp(primals, tangents, outs):
+        (t,) = tangents
+        return [mul(t, deriv(primals[0], outs[0]))]
+
+    def vjp(primals, outs, cts):
+        return [mul(cts[0], deriv(primals[0], outs[0]))]
+
+    return jvp, vjp
+
+
+def unary(name: str, fn, kinds: str = "f", deriv=None) -> Op:
+    jvp, vjp = _unary_rules(deriv)
     return Op(
         name,
         infer=lambda ts: _elementwise_type(name, kinds, ts),
         impl=quiet(fn),
         fusion="elementwise",
+        jvp=jvp,
+        vjp=vjp,
     )
 
 
-def binary(name: str, fn, kinds: str = "if", out_dtype=None) -> Op:
+def _binary_rules(partials):
+    """jvp and vjp of ``out = f(x, y)`` from ``partials(x, y, out) -> (dx, dy)``."""
+    if partials is None:
+        return zero_jvp, zero_vjp
+
+    def jvp(primals, tangents, outs):
+        terms = [mul(t, d) for t, d in zip(tangents, partials(*primals, outs[0]), strict=True)
+                 if t is not None and d is not None]
+        total = terms[0] if terms else None
+        for term in terms[1:]:
+            total = add(total, term)
+        return [None if total is None else _fill(total, outs[0].type)]
+
+    def vjp(primals, outs, cts):
+        (ct,) = cts
+        return [None if d is None else sum_to(mul(ct, d), x.type)
+                for x, d in zip(primals, partials(*primals, outs[0]), strict=True)]
+
+    return jvp, vjp
+
+
+def _fill(t, like: TensorType):
+    """A tangent of a 0-d operand broadcast to the shape of the result."""
+    return t if t.type.shape == like.shape else add(t, zeros(like))
+
+
+def binary(name: str, fn, kinds: str = "if", out_dtype=None, partials=None) -> Op:
+    jvp, vjp = _binary_rules(partials)
     return Op(
         name,
         infer=lambda ts: _elementwise_type(name, kinds, ts, out_dtype),
         impl=quiet(fn),
         fusion="elementwise",
+        jvp=jvp,
+        vjp=vjp,
     )
 
 
@@ -94,50 +147,84 @@ def _not(x):
     return np.logical_not(x) if x.dtype == np.bool_ else np.invert(x)
 
 
+def _recip(x):
+    return div(const(1, x.type), x)
+
+
+def _one_minus_sq(x):
+    return sub(const(1, x.type), mul(x, x))
+
+
+def _erf_deriv(x, sign_):
+    return mul(const(sign_ * 2 / math.sqrt(math.pi), x.type), exp(neg(mul(x, x))))
+
+
+def _pow_partials(x, y, out):
+    """d/dx = y x^(y-1) (0 where y == 0, also at x == 0); d/dy = out log x (0 where x == 0,
+    the limit along y > 0)."""
+    zero = const(0, x.type)
+    dx = select(eq(y, zero), zeros(out.type),
+                mul(y, pow_(x, sub(y, const(1, y.type)))))
+    dy = select(eq(x, zero), zeros(out.type), mul(out, log(x)))
+    return dx, dy
+
+
+def _pick(cmp, x, y):
+    """Partials of max/min: the chosen operand gets the derivative, ties split it."""
+    half = const(0.5, x.type)
+    wx = select(cmp(x, y), const(1, x.type), select(eq(x, y), half, const(0, x.type)))
+    return wx, sub(const(1, x.type), wx)
+
+
+def _atan2_partials(y, x):
+    r2 = add(mul(x, x), mul(y, y))
+    return div(x, r2), neg(div(y, r2))
+
+
 # unary
-neg = unary("neg", np.negative, "if")
-abs_ = unary("abs", np.absolute, "if")
+neg = unary("neg", np.negative, "if", lambda x, y: const(-1, x.type))
+abs_ = unary("abs", np.absolute, "if", lambda x, y: sign(x))
 sign = unary("sign", np.sign, "if")
 floor = unary("floor", np.floor)
 ceil = unary("ceil", np.ceil)
 round_ = unary("round", np.rint)  # half to even, as np.round
 trunc = unary("trunc", np.trunc)
-exp = unary("exp", np.exp)
-expm1 = unary("expm1", np.expm1)
-log = unary("log", np.log)
-log1p = unary("log1p", np.log1p)
+exp = unary("exp", np.exp, deriv=lambda x, y: y)
+expm1 = unary("expm1", np.expm1, deriv=lambda x, y: add(y, const(1, y.type)))
+log = unary("log", np.log, deriv=lambda x, y: _recip(x))
+log1p = unary("log1p", np.log1p, deriv=lambda x, y: _recip(add(x, const(1, x.type))))
 # exact at powers of the base (log(x) / log(10) is not: 1000 gives 2.9999999999999996)
-log2 = unary("log2", np.log2)
-log10 = unary("log10", np.log10)
-sqrt = unary("sqrt", np.sqrt)
-cbrt = unary("cbrt", np.cbrt)
-sin = unary("sin", np.sin)
-cos = unary("cos", np.cos)
-tan = unary("tan", np.tan)
-asin = unary("asin", np.arcsin)
-acos = unary("acos", np.arccos)
-atan = unary("atan", np.arctan)
-sinh = unary("sinh", np.sinh)
-cosh = unary("cosh", np.cosh)
-tanh = unary("tanh", np.tanh)
-asinh = unary("asinh", np.arcsinh)
-acosh = unary("acosh", np.arccosh)
-atanh = unary("atanh", np.arctanh)
-erf = unary("erf", _from_math(math.erf))
-erfc = unary("erfc", _from_math(math.erfc))  # 1 - erf(x) loses every digit in the tail
+log2 = unary("log2", np.log2, deriv=lambda x, y: _recip(mul(x, const(math.log(2), x.type))))
+log10 = unary("log10", np.log10, deriv=lambda x, y: _recip(mul(x, const(math.log(10), x.type))))
+sqrt = unary("sqrt", np.sqrt, deriv=lambda x, y: div(const(0.5, y.type), y))
+cbrt = unary("cbrt", np.cbrt, deriv=lambda x, y: _recip(mul(const(3, y.type), mul(y, y))))
+sin = unary("sin", np.sin, deriv=lambda x, y: cos(x))
+cos = unary("cos", np.cos, deriv=lambda x, y: neg(sin(x)))
+tan = unary("tan", np.tan, deriv=lambda x, y: add(const(1, y.type), mul(y, y)))
+asin = unary("asin", np.arcsin, deriv=lambda x, y: _recip(sqrt(_one_minus_sq(x))))
+acos = unary("acos", np.arccos, deriv=lambda x, y: neg(_recip(sqrt(_one_minus_sq(x)))))
+atan = unary("atan", np.arctan, deriv=lambda x, y: _recip(add(const(1, x.type), mul(x, x))))
+sinh = unary("sinh", np.sinh, deriv=lambda x, y: cosh(x))
+cosh = unary("cosh", np.cosh, deriv=lambda x, y: sinh(x))
+tanh = unary("tanh", np.tanh, deriv=lambda x, y: sub(const(1, y.type), mul(y, y)))
+asinh = unary("asinh", np.arcsinh, deriv=lambda x, y: _recip(sqrt(add(mul(x, x), const(1, x.type)))))
+acosh = unary("acosh", np.arccosh, deriv=lambda x, y: _recip(sqrt(sub(mul(x, x), const(1, x.type)))))
+atanh = unary("atanh", np.arctanh, deriv=lambda x, y: _recip(_one_minus_sq(x)))
+erf = unary("erf", _from_math(math.erf), deriv=lambda x, y: _erf_deriv(x, 1))
+erfc = unary("erfc", _from_math(math.erfc), deriv=lambda x, y: _erf_deriv(x, -1))  # 1 - erf(x) loses every digit in the tail
 not_ = unary("not", _not, "bi")
 
 # binary arithmetic
-add = binary("add", np.add)
-sub = binary("sub", np.subtract)
-mul = binary("mul", np.multiply)
-div = binary("div", np.true_divide, "f")
+add = binary("add", np.add, partials=lambda x, y, out: (const(1, x.type), const(1, y.type)))
+sub = binary("sub", np.subtract, partials=lambda x, y, out: (const(1, x.type), const(-1, y.type)))
+mul = binary("mul", np.multiply, partials=lambda x, y, out: (y, x))
+div = binary("div", np.true_divide, "f", partials=lambda x, y, out: (_recip(y), neg(div(out, y))))
 floordiv = binary("floordiv", np.floor_divide)
-mod = binary("mod", np.remainder)
-pow_ = binary("pow", np.power)
-max_ = binary("max", np.maximum, "bif")
-min_ = binary("min", np.minimum, "bif")
-atan2 = binary("atan2", np.arctan2, "f")
+mod = binary("mod", np.remainder, partials=lambda x, y, out: (const(1, x.type), neg(floordiv(x, y))))
+pow_ = binary("pow", np.power, partials=lambda x, y, out: _pow_partials(x, y, out))
+max_ = binary("max", np.maximum, "bif", partials=lambda x, y, out: _pick(gt, x, y))
+min_ = binary("min", np.minimum, "bif", partials=lambda x, y, out: _pick(lt, x, y))
+atan2 = binary("atan2", np.arctan2, "f", partials=lambda y, x, out: _atan2_partials(y, x))
 and_ = binary("and", np.bitwise_and, "bi")
 or_ = binary("or", np.bitwise_or, "bi")
 xor = binary("xor", np.bitwise_xor, "bi")
@@ -160,11 +247,31 @@ def _select_infer(ts: list[TensorType]) -> TensorType:
     return TensorType(shape, a.dtype, weak=shape == () and a.weak and b.weak)
 
 
+def _select_jvp(primals, tangents, outs):
+    p, a, b = primals
+    _, ta, tb = tangents
+    if ta is None and tb is None:
+        return [None]
+    out = outs[0].type
+    ta = zeros(a.type) if ta is None else ta
+    tb = zeros(b.type) if tb is None else tb
+    return [_fill(select(p, ta, tb), out)]
+
+
+def _select_vjp(primals, outs, cts):
+    p, a, b = primals
+    (ct,) = cts
+    zero = zeros(ct.type)
+    return [None, sum_to(select(p, ct, zero), a.type), sum_to(select(p, zero, ct), b.type)]
+
+
 select = Op(
     "select",
     infer=_select_infer,
     impl=lambda p, a, b: np.asarray(np.where(p, a, b)),
     fusion="elementwise",
+    jvp=_select_jvp,
+    vjp=_select_vjp,
 )
 
 
@@ -175,10 +282,26 @@ def _convert_infer(ts, dtype, weak):
     return TensorType(x.shape, dtype, weak)
 
 
+def _convert_jvp(primals, tangents, outs, dtype, weak):
+    (t,) = tangents
+    if t is None or not dtype.is_float:
+        return [None]
+    return [convert(t, dtype=dtype, weak=weak)]
+
+
+def _convert_vjp(primals, outs, cts, dtype, weak):
+    (x,) = primals
+    if not x.type.dtype.is_float:
+        return [None]
+    return [convert(cts[0], dtype=x.type.dtype, weak=x.type.weak)]
+
+
 convert = Op(
     "convert",
     infer=_convert_infer,
     impl=quiet(lambda x, dtype, weak: np.asarray(x).astype(dtype.np)),
     params={"dtype": "dtype", "weak": "bool"},
     fusion="elementwise",
+    jvp=_convert_jvp,
+    vjp=_convert_vjp,
 )

@@ -1,9 +1,15 @@
-"""Run-time stacks: storage whose size is only known while running (AD residuals of
-``while_loop`` iterations and recursive calls).
+"""Run-time stacks: storage whose size is only known while running (the residual tape
+of reverse-mode AD through ``while_loop`` iterations and recursive calls).
 
+A stack holds tensors of any types; each ``stack_pop`` names the type it expects, and
+the backend checks it, so a tape is one value however many kinds of residual it holds.
 A stack value is *linear*: each one is consumed by exactly one push or pop, which
-returns the next version.  The verifier enforces this, so an implementation may
-update a stack in place.
+returns the next version.  The verifier enforces this, so an implementation may update
+a stack in place.
+
+Derivatives: the tangent of a stack is the stack of the tangents of its float elements
+(``jvp``), and the cotangent of a stack is a stack of cotangents popped in the reverse
+order (``vjp``); so a derivative of a derivative works through loops.
 """
 
 from __future__ import annotations
@@ -12,7 +18,8 @@ import numpy as np
 
 from ..errors import ShapeError
 from ..ir.op import Op
-from ..ir.types import StackType
+from ..ir.types import StackType, TensorType
+from .derivs import zeros
 
 
 def _expect_stack(op: str, t) -> StackType:
@@ -21,21 +28,30 @@ def _expect_stack(op: str, t) -> StackType:
     return t
 
 
-def _new_infer(ts, elem):
+def _new_infer(ts):
     if ts:
         raise ShapeError("stack_new takes no operands")
-    return StackType(elem)
+    return StackType()
 
 
-stack_new = Op("stack_new", infer=_new_infer, impl=lambda elem: [], params={"elem": "type"})
+def _differentiable(t) -> bool:
+    return isinstance(t, TensorType) and t.dtype.is_float
+
+
+def _new_jvp(primals, tangents, outs):
+    return [stack_new()]
+
+
+stack_new = Op("stack_new", infer=_new_infer, impl=lambda: [], jvp=_new_jvp,
+               vjp=lambda primals, outs, cts: [])
 
 
 def _push_infer(ts):
     s, x = ts
-    st = _expect_stack("stack_push", s)
-    if x != st.elem:
-        raise ShapeError(f"stack_push: pushing {x} onto {st}")
-    return st
+    _expect_stack("stack_push", s)
+    if not isinstance(x, TensorType):
+        raise ShapeError(f"stack_push: can only push tensors, got {x}")
+    return StackType()
 
 
 def _push_impl(s, x):
@@ -43,20 +59,59 @@ def _push_impl(s, x):
     return s
 
 
-stack_push = Op("stack_push", infer=_push_infer, impl=_push_impl)
+def _push_jvp(primals, tangents, outs):
+    s, x = primals
+    ts, tx = tangents
+    ts = stack_new() if ts is None else ts
+    if _differentiable(x.type):
+        ts = stack_push(ts, zeros(x.type) if tx is None else tx)
+    return [ts]
 
 
-def _pop_impl(s):
+def _push_vjp(primals, outs, cts):
+    s, x = primals
+    (ct,) = cts
+    if not _differentiable(x.type):
+        return [ct, None]
+    ct, ct_x = stack_pop(ct, elem=x.type)
+    return [ct, ct_x]
+
+
+stack_push = Op("stack_push", infer=_push_infer, impl=_push_impl, jvp=_push_jvp,
+                vjp=_push_vjp)
+
+
+def _pop_infer(ts, elem):
+    (s,) = ts
+    _expect_stack("stack_pop", s)
+    return [StackType(), elem]
+
+
+def _pop_impl(s, elem):
     if not s:
         raise IndexError("pop from an empty stack")
     x = s.pop()
+    if x.dtype != elem.dtype.np or x.shape != elem.shape:
+        raise TypeError(f"stack_pop: popped {x.dtype}{list(x.shape)}, expected {elem}")
     return [s, x]
 
 
-stack_pop = Op(
-    "stack_pop",
-    infer=lambda ts: [ts[0], _expect_stack("stack_pop", ts[0]).elem],
-    impl=_pop_impl,
-    multiple_results=True,
-)
+def _pop_jvp(primals, tangents, outs, elem):
+    (ts,) = tangents
+    ts = stack_new() if ts is None else ts
+    if not _differentiable(elem):
+        return [ts, None]
+    ts, tx = stack_pop(ts, elem=elem)
+    return [ts, tx]
 
+
+def _pop_vjp(primals, outs, cts, elem):
+    ct_s, ct_x = cts
+    ct_s = stack_new() if ct_s is None else ct_s
+    if _differentiable(elem):
+        ct_s = stack_push(ct_s, zeros(elem) if ct_x is None else ct_x)
+    return [ct_s]
+
+
+stack_pop = Op("stack_pop", infer=_pop_infer, impl=_pop_impl, params={"elem": "type"},
+               multiple_results=True, jvp=_pop_jvp, vjp=_pop_vjp)

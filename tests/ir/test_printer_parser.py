@@ -202,19 +202,19 @@ def test_effects_and_stacks():
     def body(x, ok):
         C.debug_print(x, ok, fmt='x = {} "{}"\n\t\\ ü')
         C.check(ok, x, exc="ValueError", fmt="bad {}")
-        s = S.stack_new(elem=F3)
+        s = S.stack_new()
         s = S.stack_push(s, x)
-        s, y = S.stack_pop(s)
+        s, y = S.stack_pop(s, elem=F3)
         return s, y
 
     f = build_func("f", [F3, TensorType((), bool_)], body)
     assert_prints(f, r"""
-        func @f(%0:f32[3], %1:bool[]) -> (stack<f32[3]>, f32[3]) {
+        func @f(%0:f32[3], %1:bool[]) -> (stack, f32[3]) {
           debug_print %0, %1 {fmt="x = {} \"{}\"\n\t\\ \u00fc"}
           check %1, %0 {exc="ValueError", fmt="bad {}"}
-          %2:stack<f32[3]> = stack_new {elem=f32[3]}
-          %3:stack<f32[3]> = stack_push %2, %0
-          %4:stack<f32[3]>, %5:f32[3] = stack_pop %3
+          %2:stack = stack_new
+          %3:stack = stack_push %2, %0
+          %4:stack, %5:f32[3] = stack_pop %3 {elem=f32[3]}
           return %4, %5
         }
     """)
@@ -415,7 +415,7 @@ func @f(%0:f32[3]) -> (f32[3]) {
     ("neg %0", "add %0, True:f32[]", "2:23", "True is not a float32 value"),
     ("neg %0", "add %0, 1.5:i64[]", "2:23", "1.5 is not a int64 value"),
     ("neg %0", "eq %0, 3000000000:i32[]", "2:22", "3000000000 does not fit in int32"),
-    ("neg %0", "add %0, 1:stack<f32[]>", "2:25", "a literal cannot have type stack<f32[]>"),
+    ("neg %0", "add %0, 1:stack", "2:25", "a literal cannot have type stack"),
     ("neg %0", "neg %0   # nowhere", "2:24", "expected a location 'file:line:col'"),
     ("neg %0", "neg %0 $", "2:22", "unexpected character '$'"),
     ("neg %0", 'check True:bool[] {exc="\\q", fmt=""}', "2:38", "bad string: Invalid \\escape"),
@@ -473,8 +473,8 @@ def test_parse_error_for_regions_out_of_order():
 
 
 def test_stack_literal_types_parse():
-    text = GOOD.replace("%1:f32[3] = neg %0", "%1:stack<f32[3]> = stack_new {elem=f32[3]}")
-    text = text.replace("-> (f32[3])", "-> (stack<f32[3]>)")
+    text = GOOD.replace("%1:f32[3] = neg %0", "%1:stack = stack_new")
+    text = text.replace("-> (f32[3])", "-> (stack)")
     f = parse_func(text)
-    assert f.out_types == [StackType(F3)]
+    assert f.out_types == [StackType()]
     assert format_func(f) == text

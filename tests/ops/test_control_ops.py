@@ -145,11 +145,11 @@ def test_check_raises_the_named_exception_with_its_message(exc):
 
 def test_stack_is_last_in_first_out():
     def body(x):
-        s = St.stack_new(elem=F64)
+        s = St.stack_new()
         s = St.stack_push(s, x)
         s = St.stack_push(s, E.mul(x, 2.0))
-        s, top = St.stack_pop(s)
-        s, bottom = St.stack_pop(s)
+        s, top = St.stack_pop(s, elem=F64)
+        s, bottom = St.stack_pop(s, elem=F64)
         return [top, bottom]
 
     f = _func([F64], body)
@@ -159,15 +159,15 @@ def test_stack_is_last_in_first_out():
 def test_stack_of_pushes_inside_a_loop():
     def body(n):
         b = current()
-        s0 = St.stack_new(elem=F64)
-        push = b.block([I64, StackType(F64)],
+        s0 = St.stack_new()
+        push = b.block([I64, StackType()],
                        lambda i, s: St.stack_push(s, E.convert(i, dtype=float64, weak=False)))
         s = C.for_loop(np.int64(0), n, np.int64(1), s0, body=push)[0]
-        pop = b.block([I64, StackType(F64), F64], lambda i, s, acc: _pop_into(s, acc))
+        pop = b.block([I64, StackType(), F64], lambda i, s, acc: _pop_into(s, acc))
         return C.for_loop(np.int64(0), n, np.int64(1), s, np.float64(0), body=pop)[1]
 
     def _pop_into(s, acc):
-        s, x = St.stack_pop(s)
+        s, x = St.stack_pop(s, elem=F64)
         return [s, E.add(E.mul(acc, 10.0), x)]
 
     f = _func([I64], body)
@@ -175,7 +175,7 @@ def test_stack_of_pushes_inside_a_loop():
 
 
 def test_pop_of_an_empty_stack_raises():
-    f = _func([], lambda: St.stack_pop(St.stack_new(elem=F64))[1])
+    f = _func([], lambda: St.stack_pop(St.stack_new(), elem=F64)[1])
     with pytest.raises(IndexError):
         interp.run(f)
 
@@ -234,8 +234,7 @@ def test_call_rejects_arguments_of_the_wrong_type():
     _raises_shape(lambda x: C.call(x, callee=g), [F64], r"call @g: takes \(f32\[3\]\)")
 
 
-def test_check_rejects_unknown_exceptions_and_stack_push_of_wrong_type():
+def test_check_rejects_unknown_exceptions_and_push_onto_a_non_stack():
     _raises_shape(lambda p: C.check(p, exc="SystemExit", fmt=""), [TensorType((), bool_)],
                   "cannot raise 'SystemExit'")
-    _raises_shape(lambda x: St.stack_push(St.stack_new(elem=F64), x), [F32],
-                  "pushing f32")
+    _raises_shape(lambda x: St.stack_push(x, x), [F32], "expected a stack operand")
