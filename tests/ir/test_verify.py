@@ -37,9 +37,9 @@ def test_well_formed_ir_passes():
         y = C.cond(p, x, then=b.block([F3], E.exp), orelse=b.block([F3], lambda v: E.neg(x)))[0]
         (z,) = C.for_loop(np.int64(0), n, np.int64(1), y,
                           body=b.block([I64, F3], lambda i, c: E.add(c, y)))
-        s = S.stack_push(S.stack_new(elem=F3), z)
+        s = S.stack_push(S.stack_new(), z)
         C.debug_print(z, fmt="{}")
-        return S.stack_pop(s)
+        return S.stack_pop(s, elem=F3)
 
     verify(build_func("f", [BOOL, F3, I64], body))
 
@@ -186,9 +186,9 @@ def test_literal_whose_value_does_not_match_its_type():
 
 def test_literal_with_a_stack_type():
     lit = Lit(np.float32(1.0))
-    lit.type = StackType(F3)
+    lit.type = StackType()
     fails(func([], [], [lit], [lit.type]),
-          "@f: result 0 is a literal of type stack<f32[3]>, not a tensor type")
+          "@f: result 0 is a literal of type stack, not a tensor type")
 
 
 # 10
@@ -247,21 +247,21 @@ def test_function_results_differ_from_the_declared_types():
 # 12
 def test_stack_pushed_twice():
     def body(x):
-        s = S.stack_new(elem=F3)
+        s = S.stack_new()
         S.stack_push(s, x)
         return S.stack_push(s, x)
 
     fails(build_func("f", [F3], body),
-          "@f, stack_push: stack value %1:stack<f32[3]> is used twice: as operand 0 of "
+          "@f, stack_push: stack value %1:stack is used twice: as operand 0 of "
           "stack_push and as operand 0 of stack_push (stacks are linear)")
 
 
 def test_stack_pushed_and_returned():
     def body(x):
-        s = S.stack_new(elem=F3)
+        s = S.stack_new()
         return S.stack_push(s, x), s
 
-    fails(build_func("f", [F3], body), "@f: stack value %1:stack<f32[3]> is used twice: as "
+    fails(build_func("f", [F3], body), "@f: stack value %1:stack is used twice: as "
                                        "operand 0 of stack_push and as result 1")
 
 
@@ -273,10 +273,10 @@ def test_stack_used_by_two_branches_and_the_block_after():
         then = b.block([st], lambda t: t)
         orelse = b.block([st], lambda t: t)
         C.cond(p, s, then=then, orelse=orelse)
-        return S.stack_pop(s)
+        return S.stack_pop(s, elem=F3)
 
     fails(build_func("f", [BOOL, st], body),
-          "@f, stack_pop: stack value %1:stack<f32[3]> is used twice: as operand 1 of cond "
+          "@f, stack_pop: stack value %1:stack is used twice: as operand 1 of cond "
           "and as operand 0 of stack_pop")
 
 
@@ -285,12 +285,12 @@ def test_stack_captured_by_a_branch_and_used_after():
 
     def body(p, s, x):
         b = current()
-        C.cond(p, x, then=b.block([F3], lambda t: S.stack_pop(s)[1]),
+        C.cond(p, x, then=b.block([F3], lambda t: S.stack_pop(s, elem=F3)[1]),
                orelse=b.block([F3], lambda t: t))
         return S.stack_push(s, x)
 
     fails(build_func("f", [BOOL, st, F3], body),
-          "stack value %1:stack<f32[3]> is used twice: as operand 0 of stack_pop and as "
+          "stack value %1:stack is used twice: as operand 0 of stack_pop and as "
           "operand 0 of stack_push")
 
 
