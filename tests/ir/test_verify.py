@@ -266,7 +266,7 @@ def test_stack_pushed_and_returned():
 
 
 def test_stack_used_by_two_branches_and_the_block_after():
-    st = StackType(F3)
+    st = StackType()
 
     def body(p, s):
         b = current()
@@ -281,7 +281,7 @@ def test_stack_used_by_two_branches_and_the_block_after():
 
 
 def test_stack_captured_by_a_branch_and_used_after():
-    st = StackType(F3)
+    st = StackType()
 
     def body(p, s, x):
         b = current()
