@@ -2,6 +2,17 @@
 
 from . import ops as _ops  # noqa: F401  (registers the primitives)
 from .api import jit, make_ir
+from .derivatives import (
+    checkpoint,
+    grad,
+    hessian,
+    jacfwd,
+    jacrev,
+    jvp,
+    stop_gradient,
+    value_and_grad,
+    vjp,
+)
 from .errors import CompileError, ConcretizationError, ShapeError, UnsupportedError
 from .ir.types import bool_, float32, float64, int32, int64
 from .tree import (
@@ -16,6 +27,8 @@ from .tree import (
 
 __all__ = [
     "CompileError", "ConcretizationError", "ShapeError", "TreeDef", "UnsupportedError",
-    "bool_", "float32", "float64", "int32", "int64", "jit", "make_ir", "register_pytree",
+    "bool_", "checkpoint", "float32", "float64", "grad", "hessian", "int32", "int64",
+    "jacfwd", "jacrev", "jit", "jvp", "make_ir", "register_pytree", "stop_gradient",
+    "value_and_grad", "vjp",
     "tree_flatten", "tree_leaves", "tree_map", "tree_structure", "tree_unflatten",
 ]

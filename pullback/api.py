@@ -168,12 +168,12 @@ class Jitted:
         backend = backend or os.environ.get("PULLBACK_BACKEND") or "interp"
         if backend not in BACKENDS:
             raise ValueError(f"unknown backend {backend!r}; available: {', '.join(BACKENDS)}")
+        functools.update_wrapper(self, fn, updated=())
         self.fn = fn
         self.static_argnames = tuple(static_argnames)
         self.backend = backend
         self._cache: dict[tuple, Staged] = {}
         self._lock = threading.Lock()
-        functools.update_wrapper(self, fn)
 
     def specialise(self, *args: Any, **kwargs: Any) -> tuple[Staged, Signature]:
         sig = signature(self.fn, args, kwargs, self.static_argnames)

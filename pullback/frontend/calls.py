@@ -68,6 +68,25 @@ class StagedFunction:
         self.__qualname__ = src.name
 
 
+@dataclasses.dataclass
+class SubFunction:
+    """A call staged as a function of its own: ``func`` takes ``operands`` (the run-time
+    leaves of the arguments, in order, then the caller's values it reads)."""
+
+    func: Any
+    operands: list
+    arg_leaves: list[list]  # per positional argument, its leaves (cells and statics)
+    arg_trees: list
+    out_spec: tuple  # (tree, leaves) as ``_rebuild`` takes them
+    n_args: int  # how many operands come from the arguments
+
+    def rebuild(self, outs) -> Any:
+        tree, leaves, _ = self.out_spec
+        it = iter(outs)
+        return tree_unflatten(tree, [Ref(next(it), s[2]) if s[0] == "dyn" else s[1]
+                                     for s in leaves])
+
+
 class _Recurse(Exception):
     def __init__(self, key: tuple):
         self.key = key
@@ -123,6 +142,9 @@ class CallMixin:
     def call(self, fn: Any, args: list, kwargs: dict, node: ast.AST | None = None) -> Any:
         if isinstance(fn, RefMethod):
             return self.call_method(fn, args, kwargs)
+        staging = getattr(type(fn), "__pb_stage__", None)
+        if staging is not None:  # pullback's own transforms (grad, jvp, ...)
+            return staging(fn, self, args, kwargs)
         if isinstance(fn, StagedFunction):
             return self.stage_call(fn, args, kwargs)
         if isinstance(fn, functools.partial):
@@ -324,6 +346,48 @@ class CallMixin:
             self.frames.pop()
             self.frame, self.src, _ = saved
 
+    # -- functions staged on their own -----------------------------------------------
+
+    def stage_subfunction(self, fn: Any, args: list, kwargs: dict) -> SubFunction:
+        """Stage ``fn(*args, **kwargs)`` as a function of its own (for a transform to
+        rewrite): each run-time leaf of the arguments becomes a parameter, and so does
+        each run-time value of the caller that ``fn`` reads."""
+        flat = [tree_flatten(a) for a in args]
+        kw_leaves, kw_tree = tree_flatten(kwargs)
+        refs = [x for leaves, _ in flat for x in leaves if isinstance(x, Ref)]
+        refs += [x for x in kw_leaves if isinstance(x, Ref)]
+        name = getattr(fn, "__name__", None) or getattr(getattr(fn, "src", None), "name", "f")
+        with Builder(current().loc) as b:
+            params = [b.param(r.get().type) for r in refs]
+            captures: dict = {}
+            tokens = (FUNC_DEPTH.set(FUNC_DEPTH.get() + 1), CAPTURES.set(captures))
+            cells = iter([Ref(p, r.kind, r.contiguous) for p, r in zip(params, refs,
+                                                                        strict=True)])
+
+            def inner(leaves: list) -> list:
+                return [next(cells) if isinstance(x, Ref) else x for x in leaves]
+
+            try:
+                new_args = [tree_unflatten(tree, inner(leaves)) for leaves, tree in flat]
+                new_kwargs = tree_unflatten(kw_tree, inner(kw_leaves))
+                result = self.call(fn, new_args, new_kwargs)
+                out_leaves, out_tree = tree_flatten(result)
+                if any(isinstance(x, DynStr) for x in out_leaves):
+                    raise UnsupportedError("a function cannot return an f-string of run-time "
+                                           "values")
+                results = [x.get() for x in out_leaves if isinstance(x, Ref)]
+            finally:
+                FUNC_DEPTH.reset(tokens[0])
+                CAPTURES.reset(tokens[1])
+            b.frame.params.extend(v for _, v in captures.values())
+            func = b.finish(name.replace("<lambda>", "lambda"), results)
+        spec_leaves = [("dyn", x.raw().type, x.kind) if isinstance(x, Ref) else ("static", x)
+                       for x in out_leaves]
+        operands = [r.get() for r in refs] + [r.get() for r, _ in captures.values()]
+        return SubFunction(func, operands, [leaves for leaves, _ in flat],
+                           [tree for _, tree in flat], (out_tree, spec_leaves, None),
+                           len(refs))
+
     # -- recursion on run-time data ---------------------------------------------------
 
     def stage_recursive(self, key: tuple, name: str, leaves: list, tree, enter) -> Any:
@@ -395,10 +459,7 @@ class CallMixin:
         return self._rebuild(spec, outs)
 
     def _rebuild(self, spec, outs) -> Any:
-        tree, leaves, _ = spec
-        it = iter(outs)
-        return tree_unflatten(tree, [Ref(next(it), s[2]) if s[0] == "dyn" else s[1]
-                                     for s in leaves])
+        return SubFunction(None, [], [], [], spec, 0).rebuild(outs)
 
     # -- iteration ----------------------------------------------------------------------
 

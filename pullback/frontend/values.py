@@ -111,8 +111,9 @@ class Ref:
                 hint="use `.copy()` to make it own its memory before writing to it")
         if self.depth < FUNC_DEPTH.get():
             raise UnsupportedError(
-                "a recursive function writes to an array it did not create",
-                hint="return the new array from the recursive function instead",
+                "a function staged on its own (recursive, or differentiated by pullback) "
+                "writes to an array of its caller",
+                hint="return the new array from the function instead",
             )
         if atom.type != self._atom.type:
             raise TypeError(f"internal: cell of {self._atom.type} given {atom.type}")

@@ -95,6 +95,15 @@ class Builder:
         self.frame.eqns.append(Eqn(op, atoms, outs, params, loc))
         return outs
 
+    @contextlib.contextmanager
+    def into(self, block: Block) -> Iterator[None]:
+        """Emit into an existing ``block`` (appending to its equations) for a while."""
+        self._frames.append(block)
+        try:
+            yield
+        finally:
+            self._frames.pop()
+
     def block(self, param_types: Sequence[Type], body: Callable[..., Any]) -> Block:
         """A nested block: ``body(*params)`` emits its equations and returns its results."""
         blk = Block([Var(t) for t in param_types])

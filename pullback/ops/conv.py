@@ -6,6 +6,10 @@
 between elements), padded by ``(lo, hi)`` (negative crops), and correlated with the
 window dilated by ``rhs_dilation`` at every ``stride``-th position.  Like ``dot_general``
 it sums products in the operands' dtype (booleans: or of ands).
+
+Derivatives: ``conv`` is bilinear, and each operand's cotangent is again a ``conv``
+(of the result's cotangent with the flipped kernel, or of the input with the result's
+cotangent as the window), with strides and dilations trading places.
 """
 
 from __future__ import annotations
@@ -14,8 +18,11 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from ..errors import ShapeError
+from ..ir.core import Atom
 from ..ir.op import Op
 from ..ir.types import TensorType
+from . import shape as S
+from .linalg import bilinear_jvp
 
 
 def _dilated(size: int, dilation: int) -> int:
@@ -86,6 +93,43 @@ def _conv_impl(lhs, rhs, strides, padding, lhs_dilation, rhs_dilation):
     return np.moveaxis(np.tensordot(views, w, axes=summed), -1, 1)
 
 
+def _swap_leading(x: Atom) -> Atom:
+    """``x`` with its first two axes swapped ([N, C, ...] <-> [C, N, ...])."""
+    return S.transpose(x, perm=(1, 0, *range(2, x.type.ndim)))
+
+
+def _transposed_paddings(lhs, rhs, ct, strides, padding, lhs_dilation, rhs_dilation):
+    """Per spatial dim, the paddings of the convs that give the lhs and the rhs
+    cotangents: sized so that they produce exactly the operand's extent (as in XLA)."""
+    for_lhs, for_rhs = [], []
+    for i, (lo, _) in enumerate(padding):
+        extent = _dilated(lhs.shape[2 + i], lhs_dilation[i])
+        window = _dilated(rhs.shape[2 + i], rhs_dilation[i])
+        out = _dilated(ct.shape[2 + i], strides[i])
+        for_lhs.append((window - 1 - lo, extent + lo - out))
+        for_rhs.append((lo, window - 1 + out - lo - extent))
+    return tuple(for_lhs), tuple(for_rhs)
+
+
+def _conv_vjp(primals, outs, cts, strides, padding, lhs_dilation, rhs_dilation):
+    """lhs: the cotangent correlated with the flipped, in/out-swapped kernel, dilated by
+    the strides and strided by the lhs dilation.  rhs: the input correlated with the
+    cotangent as window over the batch, the strides becoming the window's dilation.  An
+    empty operand or result means the result is identically zero."""
+    lhs, rhs = primals
+    (ct,) = cts
+    if 0 in (lhs.type.size, rhs.type.size, ct.type.size):
+        return [None, None]
+    for_lhs, for_rhs = _transposed_paddings(lhs.type, rhs.type, ct.type, strides, padding,
+                                            lhs_dilation, rhs_dilation)
+    kernel = _swap_leading(S.rev(rhs, dims=tuple(range(2, rhs.type.ndim))))
+    ct_lhs = conv(ct, kernel, strides=lhs_dilation, padding=for_lhs, lhs_dilation=strides,
+                  rhs_dilation=rhs_dilation)
+    ct_rhs = conv(_swap_leading(lhs), _swap_leading(ct), strides=rhs_dilation, padding=for_rhs,
+                  lhs_dilation=lhs_dilation, rhs_dilation=strides)
+    return [ct_lhs, _swap_leading(ct_rhs)]
+
+
 conv = Op(
     "conv",
     infer=_conv_infer,
@@ -93,4 +137,6 @@ conv = Op(
     params={"strides": "ints", "padding": "pairs", "lhs_dilation": "ints",
             "rhs_dilation": "ints"},
     fusion="opaque",
+    jvp=bilinear_jvp("conv"),
+    vjp=_conv_vjp,
 )

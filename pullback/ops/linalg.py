@@ -4,15 +4,26 @@ Everything else in NumPy's linear algebra (matmul, einsum, det, inv, solve ...) 
 composition of these in ``numpy_api/linalg.py``.  The factorizations follow LAPACK's
 conventions so that native backends can call LAPACK or port the loops below directly;
 the reference impls are written as column loops vectorized over the batch dimensions.
+
+Derivatives are written with these same ops (``dot_general`` for products,
+``triangular_solve`` for inverses) and masks of the triangles a factorization reads,
+so they batch and differentiate again like any other code.
 """
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..errors import ShapeError
-from ..ir.op import Op
-from ..ir.types import TensorType, int32
+from ..ir.core import Atom
+from ..ir.op import Op, get_op
+from ..ir.types import TensorType, int32, int64
+from . import elementwise as E
+from . import shape as S
+from .derivs import const, zeros
+from .index import gather, scatter_add
 
 # -- dot_general ----------------------------------------------------------------------
 
@@ -68,12 +79,58 @@ def _dot_general_impl(a, b, contract, batch):
     return out.reshape(shape)
 
 
+def bilinear_jvp(name: str):
+    """The jvp of an op bilinear in its two operands: d(a*b) = da*b + a*db."""
+
+    def jvp(primals, tangents, outs, **params):
+        a, b = primals
+        ta, tb = tangents
+        op = get_op(name)
+        terms = ([op(ta, b, **params)] if ta is not None else []) + (
+            [op(a, tb, **params)] if tb is not None else [])
+        if not terms:
+            return [None]
+        return [terms[0] if len(terms) == 1 else E.add(*terms)]
+
+    return jvp
+
+
+def _unpermute(x: Atom, order: list[int]) -> Atom:
+    """``x``, whose axis i is axis ``order[i]`` of an operand, in the operand's axis order."""
+    perm = tuple(sorted(range(len(order)), key=order.__getitem__))
+    return x if perm == tuple(range(len(perm))) else S.transpose(x, perm=perm)
+
+
+def _by_position(axes: tuple[int, ...], partners: tuple[int, ...]) -> list[int]:
+    """The ``partners`` of ``axes`` (paired by position), ordered as ``axes`` ascend."""
+    return [p for _, p in sorted(zip(axes, partners, strict=True))]
+
+
+def _dot_general_vjp(primals, outs, cts, contract, batch):
+    """Each operand's cotangent contracts the result's cotangent with the other operand
+    over the other operand's free axes; batch axes stay batch axes.  The result comes
+    out as [batch, own free, own contracted], so a transpose puts the axes back."""
+    a, b = primals
+    (ct,) = cts
+    (lc, rc), (lb, rb) = contract, batch
+    lf, rf = _free_axes(a.type.ndim, lc, lb), _free_axes(b.type.ndim, rc, rb)
+    ct_batch = tuple(range(len(lb)))
+    ct_lf = tuple(range(len(lb), len(lb) + len(lf)))
+    ct_rf = tuple(range(len(lb) + len(lf), ct.type.ndim))
+    ct_a = dot_general(ct, b, contract=(ct_rf, tuple(rf)), batch=(ct_batch, rb))
+    ct_b = dot_general(a, ct, contract=(tuple(lf), ct_lf), batch=(lb, ct_batch))
+    return [_unpermute(ct_a, [*lb, *lf, *_by_position(rc, lc)]),
+            _unpermute(ct_b, [*rb, *_by_position(lc, rc), *rf])]
+
+
 dot_general = Op(
     "dot_general",
     infer=_dot_general_infer,
     impl=_dot_general_impl,
     params={"contract": "pairs", "batch": "pairs"},
     fusion="opaque",
+    jvp=bilinear_jvp("dot_general"),
+    vjp=_dot_general_vjp,
 )
 
 
@@ -87,6 +144,38 @@ def _square_float(op: str, a: TensorType) -> int:
     if not a.dtype.is_float:
         raise ShapeError(f"{op} needs floating-point matrices, got {a}")
     return a.shape[-1]
+
+
+def _matmul(a: Atom, b: Atom, ta: bool = False, tb: bool = False) -> Atom:
+    """``op(a) @ op(b)`` over the batch dims, ``op`` transposing where asked (a transpose
+    is a choice of contracted axis, so none is emitted)."""
+    nd = a.type.ndim
+    batch = tuple(range(nd - 2))
+    contract = ((nd - 2 if ta else nd - 1,), (nd - 1 if tb else nd - 2,))
+    return dot_general(a, b, contract=contract, batch=(batch, batch))
+
+
+def _mT(x: Atom) -> Atom:
+    """Each matrix of ``x`` transposed."""
+    nd = x.type.ndim
+    return S.transpose(x, perm=(*range(nd - 2), nd - 1, nd - 2))
+
+
+def _rows_cols(t: TensorType) -> tuple[Atom, Atom]:
+    """Each element's row and column number, for masks of triangles."""
+    return tuple(S.iota(shape=t.shape, dim=t.ndim - k, dtype=int32) for k in (2, 1))
+
+
+def _keep(x: Atom, cmp) -> Atom:
+    """``x`` where ``cmp(row, col)`` holds (``E.ge``: the lower triangle ...), else 0."""
+    return E.select(cmp(*_rows_cols(x.type)), x, zeros(x.type))
+
+
+def _solve(a: Atom, b: Atom, left_side: bool, lower: bool = True, transpose_a: bool = False,
+           unit_diagonal: bool = False) -> Atom:
+    """``triangular_solve`` with the rules' usual defaults (a lower factor, as is)."""
+    return triangular_solve(a, b, left_side=left_side, lower=lower, transpose_a=transpose_a,
+                            unit_diagonal=unit_diagonal)
 
 
 def quiet(fn):
@@ -125,7 +214,34 @@ def _cholesky_impl(a):
     return low
 
 
-cholesky = Op("cholesky", infer=_cholesky_infer, impl=quiet(_cholesky_impl))
+def _phi(x: Atom) -> Atom:
+    """The lower triangle of ``x`` with its diagonal halved."""
+    rows, cols = _rows_cols(x.type)
+    diag = E.select(E.eq(rows, cols), E.mul(x, const(0.5, x.type)), zeros(x.type))
+    return E.select(E.gt(rows, cols), x, diag)
+
+
+def _cholesky_jvp(primals, tangents, outs):
+    """dL = L Phi(L^-1 dS L^-T), with dS the symmetric matrix of the lower triangle of
+    dA: the factorization reads nothing else."""
+    (t,) = tangents
+    (low,) = outs
+    ds = E.add(_keep(t, E.ge), _mT(_keep(t, E.gt)))
+    inner = _solve(low, _solve(low, ds, left_side=True), left_side=False, transpose_a=True)
+    return [_matmul(low, _phi(inner))]
+
+
+def _cholesky_vjp(primals, outs, cts):
+    """The transpose of the jvp: S = L^-T Phi(L^T Lbar) L^-1, then its symmetric part
+    folded onto the lower triangle that was read (the diagonal once)."""
+    (low,) = outs
+    p = _phi(_matmul(low, cts[0], ta=True))
+    s = _solve(low, _solve(low, p, left_side=True, transpose_a=True), left_side=False)
+    return [_phi(E.add(s, _mT(s)))]
+
+
+cholesky = Op("cholesky", infer=_cholesky_infer, impl=quiet(_cholesky_impl),
+              jvp=_cholesky_jvp, vjp=_cholesky_vjp)
 
 
 # -- triangular_solve -------------------------------------------------------------------
@@ -165,11 +281,48 @@ def _triangular_solve_impl(a, b, left_side, lower, transpose_a, unit_diagonal):
     return x if left_side else np.swapaxes(x, -1, -2).copy()
 
 
+def _read_part(a: Atom, lower: bool, unit_diagonal: bool) -> Atom:
+    """The part of ``a`` a triangular solve reads: one triangle, the diagonal unless unit."""
+    cmp = {(True, False): E.ge, (True, True): E.gt, (False, False): E.le, (False, True): E.lt}
+    return _keep(a, cmp[lower, unit_diagonal])
+
+
+def _triangular_solve_jvp(primals, tangents, outs, left_side, lower, transpose_a,
+                          unit_diagonal):
+    """op(A) x = b gives op(A) dx = db - op(dA) x (x op(A) = b: dx op(A) = db - x op(dA))."""
+    a, _ = primals
+    ta, tb = tangents
+    (x,) = outs
+    rhs = tb
+    if ta is not None:
+        da = _read_part(ta, lower, unit_diagonal)
+        moved = (_matmul(da, x, ta=transpose_a) if left_side
+                 else _matmul(x, da, tb=transpose_a))
+        rhs = E.neg(moved) if tb is None else E.sub(tb, moved)
+    if rhs is None:
+        return [None]
+    return [_solve(a, rhs, left_side, lower, transpose_a, unit_diagonal)]
+
+
+def _triangular_solve_vjp(primals, outs, cts, left_side, lower, transpose_a, unit_diagonal):
+    """bbar solves the transposed system; Abar = -bbar x^T (left side) or -x^T bbar (right),
+    transposed when op(A) is a transpose, and restricted to the part of A that was read."""
+    a, _ = primals
+    (x,) = outs
+    ct_b = _solve(a, cts[0], left_side, lower, not transpose_a, unit_diagonal)
+    first, second = (x, ct_b) if transpose_a == left_side else (ct_b, x)
+    outer = (_matmul(first, second, tb=True) if left_side
+             else _matmul(first, second, ta=True))
+    return [_read_part(E.neg(outer), lower, unit_diagonal), ct_b]
+
+
 triangular_solve = Op(
     "triangular_solve",
     infer=_triangular_solve_infer,
     impl=quiet(_triangular_solve_impl),
     params={"left_side": "bool", "lower": "bool", "transpose_a": "bool", "unit_diagonal": "bool"},
+    jvp=_triangular_solve_jvp,
+    vjp=_triangular_solve_vjp,
 )
 
 
@@ -216,4 +369,53 @@ def _lu_impl(a):
     return [lu.reshape(a.shape), pivots.reshape((*batch, n)), perm.reshape((*batch, n))]
 
 
-lu = Op("lu", infer=_lu_infer, impl=quiet(_lu_impl), multiple_results=True)
+def _permute_rows(x: Atom, perm: Atom, inverse: bool) -> Atom:
+    """``x[..., perm, :]`` of each matrix, or with ``inverse`` the rows put back where
+    ``perm`` took them from: a gather (scatter) of the rows of all matrices at once."""
+    *batch, n, m = x.type.shape
+    count = math.prod(batch)
+    rows = S.reshape(x, shape=(count * n, m))
+    matrix = S.iota(shape=(count, n), dim=0, dtype=int64)
+    local = E.convert(S.reshape(perm, shape=(count, n)), dtype=int64, weak=False)
+    index = S.reshape(E.add(E.mul(matrix, const(n, matrix.type)), local), shape=(count * n,))
+    moved = (scatter_add(zeros(rows.type), index, rows, axis=0) if inverse
+             else gather(rows, index, axis=0))
+    return S.reshape(moved, shape=x.type.shape)
+
+
+def _lu_factors(packed: Atom) -> tuple[Atom, Atom]:
+    """L (unit lower triangular) and U (upper triangular) unpacked from ``lu``."""
+    rows, cols = _rows_cols(packed.type)
+    unit = E.select(E.eq(rows, cols), const(1, packed.type), zeros(packed.type))
+    return E.select(E.gt(rows, cols), packed, unit), _keep(packed, E.le)
+
+
+def _lu_jvp(primals, tangents, outs):
+    """With P A = L U and X = L^-1 P dA U^-1: dL = L strict_lower(X), dU = upper(X) U,
+    and the packed factor's tangent is their sum (dL has a zero diagonal)."""
+    (t,) = tangents
+    packed, _, perm = outs
+    pda = _permute_rows(t, perm, inverse=False)
+    x = _solve(packed, _solve(packed, pda, left_side=True, unit_diagonal=True),
+               left_side=False, lower=False)
+    low, up = _lu_factors(packed)
+    d = E.add(_matmul(low, _keep(x, E.gt)), _matmul(_keep(x, E.le), up))
+    return [d, None, None]
+
+
+def _lu_vjp(primals, outs, cts):
+    """The transpose of the jvp: M = strict_lower(L^T C) + upper(C U^T), then
+    Abar = P^T L^-T M U^-T."""
+    c = cts[0]
+    if c is None:
+        return [None]
+    packed, _, perm = outs
+    low, up = _lu_factors(packed)
+    m = E.add(_keep(_matmul(low, c, ta=True), E.gt), _keep(_matmul(c, up, tb=True), E.le))
+    y = _solve(packed, m, left_side=True, transpose_a=True, unit_diagonal=True)
+    y = _solve(packed, y, left_side=False, lower=False, transpose_a=True)
+    return [_permute_rows(y, perm, inverse=True)]
+
+
+lu = Op("lu", infer=_lu_infer, impl=quiet(_lu_impl), multiple_results=True,
+        jvp=_lu_jvp, vjp=_lu_vjp)

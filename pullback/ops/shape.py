@@ -2,6 +2,10 @@
 
 All take static shapes/axes as params; none of them computes, so the native backend
 folds them into the index arithmetic of the kernels around them.
+
+Derivatives: every op here is linear, so its jvp applies the op itself to the tangents
+and its vjp is the transposed data movement (a sum over broadcast axes, a pad back
+around a slice, slices of a concatenation ...).
 """
 
 from __future__ import annotations
@@ -9,8 +13,28 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ShapeError
+from ..ir.builder import current
+from ..ir.core import Atom
 from ..ir.op import Op
-from ..ir.types import TensorType
+from ..ir.types import TensorType, bool_
+from . import elementwise as E
+from .derivs import const, zero_jvp, zero_vjp, zeros
+
+
+def linear_jvp(name: str):
+    """The jvp of an op that is linear in its one operand: the op applied to the tangent."""
+
+    def jvp(primals, tangents, outs, **params):
+        return [current().emit(name, [tangents[0]], params)[0]]
+
+    return jvp
+
+
+def _sum(x: Atom, axes: tuple[int, ...]) -> Atom:
+    """``reduce_sum`` (imported late: reduce.py builds its rules from the ops here)."""
+    from .reduce import reduce_sum
+
+    return reduce_sum(x, axes=axes)
 
 
 def _broadcast_in_dim_infer(ts, shape, dims):
@@ -32,12 +56,23 @@ def _broadcast_in_dim_impl(x, shape, dims):
     return np.broadcast_to(x.reshape(expanded), shape).copy()
 
 
+def _broadcast_in_dim_vjp(primals, outs, cts, shape, dims):
+    """Sum over the new axes and over the size-1 axes that were stretched."""
+    x = primals[0].type
+    stretched = {d for n, d in zip(x.shape, dims, strict=True) if n == 1 and shape[d] != 1}
+    axes = tuple(a for a in range(len(shape)) if a not in dims or a in stretched)
+    ct = _sum(cts[0], axes) if axes else cts[0]
+    return [reshape(ct, shape=x.shape) if ct.type.shape != x.shape else ct]
+
+
 broadcast_in_dim = Op(
     "broadcast_in_dim",
     infer=_broadcast_in_dim_infer,
     impl=_broadcast_in_dim_impl,
     params={"shape": "ints", "dims": "ints"},
     fusion="broadcast",
+    jvp=linear_jvp("broadcast_in_dim"),
+    vjp=_broadcast_in_dim_vjp,
 )
 
 
@@ -54,6 +89,8 @@ reshape = Op(
     impl=lambda x, shape: x.reshape(shape).copy(),
     params={"shape": "ints"},
     fusion="reshape",
+    jvp=linear_jvp("reshape"),
+    vjp=lambda primals, outs, cts, shape: [reshape(cts[0], shape=primals[0].type.shape)],
 )
 
 
@@ -64,12 +101,23 @@ def _transpose_infer(ts, perm):
     return TensorType(tuple(x.shape[p] for p in perm), x.dtype)
 
 
+def inverse_perm(perm: tuple[int, ...]) -> tuple[int, ...]:
+    """The permutation that ``transpose`` takes to undo ``perm``."""
+    return tuple(int(p) for p in np.argsort(perm))
+
+
+def _transpose_vjp(primals, outs, cts, perm):
+    return [transpose(cts[0], perm=inverse_perm(perm))]
+
+
 transpose = Op(
     "transpose",
     infer=_transpose_infer,
     impl=lambda x, perm: np.transpose(x, perm).copy(),
     params={"perm": "ints"},
     fusion="reshape",
+    jvp=linear_jvp("transpose"),
+    vjp=_transpose_vjp,
 )
 
 
@@ -95,12 +143,24 @@ def _slice_impl(x, start, limit, stride):
     return x[index].copy()
 
 
+def _slice_vjp(primals, outs, cts, start, limit, stride):
+    """Put the cotangent back where it was read: zeros around it and between strides."""
+    (x,) = primals
+    (ct,) = cts
+    interior = tuple(st - 1 for st in stride)
+    hi = tuple(d - s - _dilated(n, i)
+               for d, s, n, i in zip(x.type.shape, start, ct.type.shape, interior, strict=True))
+    return [pad(ct, const(0, ct.type), lo=start, hi=hi, interior=interior)]
+
+
 slice_ = Op(
     "slice",
     infer=_slice_infer,
     impl=_slice_impl,
     params={"start": "ints", "limit": "ints", "stride": "ints"},
     fusion="reshape",
+    jvp=linear_jvp("slice"),
+    vjp=_slice_vjp,
 )
 
 
@@ -117,6 +177,8 @@ rev = Op(
     impl=lambda x, dims: np.flip(x, dims).copy(),
     params={"dims": "ints"},
     fusion="reshape",
+    jvp=linear_jvp("rev"),
+    vjp=lambda primals, outs, cts, dims: [rev(cts[0], dims=dims)],
 )
 
 
@@ -138,12 +200,35 @@ def _concatenate_infer(ts, axis):
     return TensorType(first.shape[:axis] + (size,) + first.shape[axis + 1:], first.dtype)
 
 
+def _concatenate_jvp(primals, tangents, outs, axis):
+    if all(t is None for t in tangents):
+        return [None]
+    filled = [zeros(x.type) if t is None else t for x, t in zip(primals, tangents, strict=True)]
+    return [concatenate(*filled, axis=axis)]
+
+
+def _concatenate_vjp(primals, outs, cts, axis):
+    """Each operand's cotangent is its stretch of the result's."""
+    (ct,) = cts
+    shape = ct.type.shape
+    pieces, at = [], 0
+    for x in primals:
+        size = x.type.shape[axis]
+        start = tuple(at if a == axis else 0 for a in range(len(shape)))
+        limit = tuple(at + size if a == axis else d for a, d in enumerate(shape))
+        pieces.append(slice_(ct, start=start, limit=limit, stride=(1,) * len(shape)))
+        at += size
+    return pieces
+
+
 concatenate = Op(
     "concatenate",
     infer=_concatenate_infer,
     impl=lambda *xs, axis: np.concatenate(xs, axis=axis),
     params={"axis": "int"},
     fusion="reshape",
+    jvp=_concatenate_jvp,
+    vjp=_concatenate_vjp,
 )
 
 
@@ -183,12 +268,39 @@ def _pad_impl(x, padval, lo, hi, interior):
     return out[crop].copy()
 
 
+def _pad_jvp(primals, tangents, outs, lo, hi, interior):
+    x = primals[0].type
+    tx, tp = tangents
+    if tx is None and tp is None:
+        return [None]
+    tx = zeros(x) if tx is None else tx
+    tp = const(0, x) if tp is None else tp
+    return [pad(tx, tp, lo=lo, hi=hi, interior=interior)]
+
+
+def _pad_vjp(primals, outs, cts, lo, hi, interior):
+    """The operand's cotangent is read back at its positions (zero where a negative pad
+    cropped it); the padding value's is the sum over every other position."""
+    (ct,) = cts
+    zero = const(0, ct.type)
+    uncropped = pad(ct, zero, lo=tuple(-n for n in lo), hi=tuple(-n for n in hi),
+                    interior=(0,) * len(lo))
+    ct_x = slice_(uncropped, start=(0,) * len(lo), limit=uncropped.type.shape,
+                  stride=tuple(i + 1 for i in interior))
+    in_x = TensorType(primals[0].type.shape, bool_)
+    padded = pad(zeros(in_x), True, lo=lo, hi=hi, interior=interior)
+    ct_pad = _sum(E.select(padded, ct, zero), tuple(range(ct.type.ndim)))
+    return [ct_x, ct_pad]
+
+
 pad = Op(
     "pad",
     infer=_pad_infer,
     impl=_pad_impl,
     params={"lo": "ints", "hi": "ints", "interior": "ints"},
     fusion="reshape",
+    jvp=_pad_jvp,
+    vjp=_pad_vjp,
 )
 
 
@@ -213,4 +325,6 @@ iota = Op(
     impl=_iota_impl,
     params={"shape": "ints", "dim": "int", "dtype": "dtype"},
     fusion="elementwise",
+    jvp=zero_jvp,  # a float iota (arange, linspace) is a constant
+    vjp=zero_vjp,
 )

@@ -10,6 +10,11 @@ NaNs equal; ``-0.0`` and ``0.0`` are equal.  ``descending=True`` reverses that o
 (largest first, NaN before every number) but *not* stability: positions whose keys are
 all equal keep their original relative order in both directions.  So a descending sort
 is not the reverse of the ascending one wherever keys tie.
+
+Derivatives: a sort moves values without changing them, so each result's derivative is
+its operand's derivative moved the same way (the order itself, piecewise constant, has
+none).  The jvp sorts the tangents along as payload of the same keys; the vjp finds the
+permutation (an ``iota`` payload) and sorts the cotangents by it, which undoes it.
 """
 
 from __future__ import annotations
@@ -18,7 +23,8 @@ import numpy as np
 
 from ..errors import ShapeError
 from ..ir.op import Op
-from ..ir.types import TensorType
+from ..ir.types import TensorType, int64
+from .shape import iota
 
 
 def _sort_infer(ts, axis, num_keys, descending):
@@ -53,6 +59,29 @@ def _sort_impl(*xs, axis, num_keys, descending):
     return [np.moveaxis(np.take_along_axis(x, perm, -1), -1, axis).copy() for x in moved]
 
 
+def _payload_sort(keys, values, axis, descending) -> list:
+    """``values`` (``None`` for zero) sorted along by ``keys``."""
+    live = [v for v in values if v is not None]
+    if not live:
+        return list(values)
+    moved = iter(sort(*keys, *live, axis=axis, num_keys=len(keys), descending=descending)
+                 [len(keys):])
+    return [None if v is None else next(moved) for v in values]
+
+
+def _sort_jvp(primals, tangents, outs, axis, num_keys, descending):
+    return _payload_sort(primals[:num_keys], tangents, axis, descending)
+
+
+def _sort_vjp(primals, outs, cts, axis, num_keys, descending):
+    cts = [ct if x.type.dtype.is_float else None for x, ct in zip(primals, cts, strict=True)]
+    if all(ct is None for ct in cts):
+        return cts
+    positions = iota(shape=primals[0].type.shape, dim=axis, dtype=int64)
+    (perm,) = _payload_sort(primals[:num_keys], [positions], axis, descending)
+    return _payload_sort([perm], cts, axis, False)
+
+
 sort = Op(
     "sort",
     infer=_sort_infer,
@@ -60,4 +89,6 @@ sort = Op(
     params={"axis": "int", "num_keys": "int", "descending": "bool"},
     multiple_results=True,
     fusion="opaque",
+    jvp=_sort_jvp,
+    vjp=_sort_vjp,
 )

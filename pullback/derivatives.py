@@ -1,0 +1,540 @@
+"""The derivative transforms users call: ``grad``, ``value_and_grad``, ``vjp``, ``jvp``,
+``jacfwd``, ``jacrev``, ``hessian``, ``stop_gradient``, ``checkpoint``.
+
+Each is a callable object.  Called from plain Python, it compiles itself with ``jit``
+(cached per argument signature) and runs.  Met while pullback stages code (inside
+``jit`` or inside another transform), the frontend hands it the abstract arguments
+(``__pb_stage__``): it stages the wrapped function as an IR function of its own,
+transforms that IR and emits the result in place.  So transforms compose with ``jit``
+and with each other: ``grad(grad(f))`` differentiates the IR that ``grad(f)`` emitted.
+
+The differentiated function sees its arguments as values: writes to them stay inside
+it.  Run-time values it reads from an enclosing staged function are constants of the
+derivative (as in JAX).  Gradients of results that do not depend on an argument are
+zeros; nothing warns (see docs/autodiff.md).
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import weakref
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from .api import Jitted
+from .errors import CompileError
+from .frontend.calls import StagedFunction, SubFunction
+from .frontend.stager import Stager
+from .frontend.values import Ref, is_static_number
+from .ir.builder import current
+from .ir.core import Atom, Lit
+from .ir.types import TensorType, int64
+from .ops import ad
+from .ops import elementwise as E
+from .ops import index as I
+from .ops import shape as S
+from .ops.control import for_loop
+from .ops.derivs import zeros
+from .transforms.fit import fit
+from .transforms.jvp import jvp_emit
+from .transforms.vjp import vjp_emit
+from .tree import tree_flatten, tree_map, tree_unflatten
+
+
+def _bind(fn: Any, args: Sequence, kwargs: dict) -> tuple[list, dict]:
+    """Positional and keyword arguments as ``fn``'s signature binds them."""
+    try:
+        sig = fn.signature if isinstance(fn, StagedFunction) else inspect.signature(fn)
+    except (TypeError, ValueError):
+        return list(args), dict(kwargs)
+    bound = sig.bind(*args, **kwargs)
+    bound.apply_defaults()
+    return list(bound.args), dict(bound.kwargs)
+
+
+def _argnums(argnums: int | Sequence[int], n: int, who: str) -> tuple[int, ...]:
+    nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
+    for k in nums:
+        if not isinstance(k, int) or not -n <= k < n:
+            raise CompileError(f"{who}: argnums={argnums!r} but the function is given {n} "
+                               "positional arguments")
+    return tuple(k % n for k in nums)
+
+
+def _is_float(x: Any) -> bool:
+    return isinstance(x, Ref) and x.type.dtype.is_float
+
+
+class _Args:
+    """Where each positional argument's run-time leaves are among a sub-function's
+    operands."""
+
+    def __init__(self, sub: SubFunction):
+        self.sub = sub
+        self.positions: list[list[int | None]] = []
+        k = 0
+        for leaves in sub.arg_leaves:
+            pos = []
+            for x in leaves:
+                pos.append(k if isinstance(x, Ref) else None)
+                k += isinstance(x, Ref)
+            self.positions.append(pos)
+
+    def varied(self, nums: Sequence[int], who: str) -> list[bool]:
+        """Which operands are differentiated: the float leaves of the ``nums`` arguments;
+        integer ones are refused."""
+        varied = [False] * len(self.sub.operands)
+        for k in nums:
+            leaves = self.sub.arg_leaves[k]
+            if not any(isinstance(x, Ref) for x in leaves):
+                shown = leaves[0] if len(leaves) == 1 else self.sub.arg_trees[k]
+                raise CompileError(
+                    f"{who}: argument {k} ({shown!r}) is a compile-time value (Python ints, "
+                    "bools and strings are); derivatives are taken with respect to "
+                    "floating-point arrays and floats",
+                    hint="pass a float (1.0, np.float64(1)) or a float array, or leave it out "
+                    "of argnums")
+            for x, q in zip(leaves, self.positions[k], strict=True):
+                if q is None:
+                    continue
+                if not x.type.dtype.is_float:
+                    raise CompileError(
+                        f"{who}: argument {k} has an integer or boolean array ({x.type}); "
+                        "derivatives are taken with respect to floating-point values",
+                        hint="convert it with .astype(np.float64), or leave it out of argnums")
+                varied[q] = True
+        return varied
+
+    def tree(self, k: int, leaf: Callable[[int, Ref], Any]) -> Any:
+        """Argument ``k``'s structure with ``leaf(operand, cell)`` at its run-time leaves
+        and None at its compile-time ones."""
+        leaves = [leaf(q, x) if q is not None else None
+                  for x, q in zip(self.sub.arg_leaves[k], self.positions[k], strict=True)]
+        return tree_unflatten(self.sub.arg_trees[k], leaves)
+
+    def grads(self, nums: Sequence[int], cts: Sequence[Atom | None], single: bool) -> Any:
+        def leaf(q: int, x: Ref) -> Any:
+            if not x.type.dtype.is_float:
+                return None
+            ct = cts[q]
+            return Ref(fit(ct, x.type) if ct is not None else zeros(x.type), x.kind)
+
+        trees = tuple(self.tree(k, leaf) for k in nums)
+        return trees[0] if single else trees
+
+
+def _loss(value: Any, has_aux: bool, who: str) -> tuple[Any, Any]:
+    if has_aux:
+        if not (isinstance(value, tuple) and len(value) == 2):
+            raise CompileError(f"{who} with has_aux=True: the function must return a pair "
+                               "(value, aux)")
+        return value
+    return value, None
+
+
+def _one_for(loss: Any, outs: Sequence[Atom], who: str) -> list[Atom | None]:
+    """The output cotangents that seed reverse mode on a scalar ``loss``."""
+    if not isinstance(loss, Ref) or loss.type.shape != () or not loss.type.dtype.is_float:
+        what = f"a value of type {loss.type}" if isinstance(loss, Ref) else \
+            f"{type(loss).__name__} {loss!r}"
+        raise CompileError(
+            f"{who} needs a function returning a float scalar, but it returns {what}",
+            hint="reduce it to a scalar (e.g. np.sum), or use pb.vjp / pb.jacrev for "
+            "non-scalar results")
+    t = loss.type
+    one = Lit(np.ones((), t.dtype.np), t)
+    return [one if o is loss.raw() else None for o in outs]
+
+
+class Transform:
+    """A function transformed by pullback: compiled on its own when called from plain
+    Python, staged in place when called from staged code."""
+
+    def __init__(self, fn: Callable):
+        self.fn = fn
+        functools.update_wrapper(self, fn, updated=())
+        self._jitted: Jitted | None = None
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self._jitted is None:
+            self._jitted = Jitted(self, (), None)
+        return self._jitted(*args, **kwargs)
+
+    def __get__(self, obj: Any, objtype: Any = None) -> Any:
+        return self if obj is None else functools.partial(self, obj)
+
+    def __pb_stage__(self, st: Stager, args: list, kwargs: dict) -> Any:
+        raise NotImplementedError
+
+
+class Grad(Transform):
+    def __init__(self, fn: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False,
+                 with_value: bool = False):
+        super().__init__(fn)
+        self.argnums = argnums
+        self.has_aux = has_aux
+        self.with_value = with_value
+
+    def __pb_stage__(self, st: Stager, args: list, kwargs: dict) -> Any:
+        who = "pb.value_and_grad" if self.with_value else "pb.grad"
+        args, kwargs = _bind(self.fn, args, kwargs)
+        nums = _argnums(self.argnums, len(args), who)
+        sub = st.stage_subfunction(self.fn, args, kwargs)
+        where = _Args(sub)
+        outs, backward = vjp_emit(sub.func, sub.operands, where.varied(nums, who))
+        value = sub.rebuild(outs)
+        loss, aux = _loss(value, self.has_aux, who)
+        grads = where.grads(nums, backward(_one_for(loss, outs, who)),
+                            isinstance(self.argnums, int))
+        if not self.with_value:
+            return (grads, aux) if self.has_aux else grads
+        return (value, grads)
+
+
+def grad(fn: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Grad:
+    """The gradient of ``fn`` (which returns a float scalar) with respect to its
+    positional arguments ``argnums``, in their structure."""
+    return Grad(fn, argnums, has_aux)
+
+
+def value_and_grad(fn: Callable, argnums: int | Sequence[int] = 0,
+                   has_aux: bool = False) -> Grad:
+    """``(fn(...), grad(fn)(...))`` from one forward and one backward pass."""
+    return Grad(fn, argnums, has_aux, with_value=True)
+
+
+# -- forward mode ---------------------------------------------------------------------
+
+
+def _tangent_atom(t: Any, like: Ref, k: int) -> Atom:
+    """A tangent given for a primal leaf, as an atom of the primal's type."""
+    if is_static_number(t):
+        return Lit(np.asarray(t, like.type.dtype.np), like.type)
+    if not isinstance(t, Ref):
+        raise CompileError(f"pb.jvp: the tangent of argument {k} is {type(t).__name__}, "
+                           "not an array")
+    if t.type.strong() != like.type.strong():
+        raise CompileError(f"pb.jvp: the tangent of argument {k} has type {t.type}, but "
+                           f"its primal has type {like.type}",
+                           hint="tangents must have the shape and dtype of their primals")
+    return fit(t.get(), like.type)
+
+
+def _stage_jvp(st: Stager, fn: Callable, primals: Any, tangents: Any) -> Any:
+    if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)) \
+            or len(primals) != len(tangents):
+        raise CompileError("pb.jvp(f, primals, tangents): primals and tangents must be "
+                           "tuples of one length")
+    sub = st.stage_subfunction(fn, list(primals), {})
+    where = _Args(sub)
+    ts: list[Atom | None] = [None] * len(sub.operands)
+    for k, (p, t) in enumerate(zip(primals, tangents, strict=True)):
+        t_leaves, t_tree = tree_flatten(t)
+        if t_tree != sub.arg_trees[k]:
+            raise CompileError(f"pb.jvp: the tangent of argument {k} has structure {t_tree}, "
+                               f"its primal {sub.arg_trees[k]}")
+        for x, q, tl in zip(sub.arg_leaves[k], where.positions[k], t_leaves, strict=True):
+            if q is not None and x.type.dtype.is_float:
+                ts[q] = _tangent_atom(tl, x, k)
+    outs, touts = jvp_emit(sub.func, sub.operands, ts)
+    full = [t if t is not None else zeros(o.type) for o, t in zip(outs, touts, strict=True)]
+    return sub.rebuild(outs), sub.rebuild(full)
+
+
+class _JVPOf(Transform):
+    def __init__(self, fn: Callable):
+        self.fn = fn
+        self.__name__ = f"jvp_{getattr(fn, '__name__', 'f')}"
+        self.__signature__ = inspect.signature(self.__call__)
+        self._jitted = None
+
+    def __call__(self, primals: tuple, tangents: tuple) -> Any:
+        return super().__call__(primals, tangents)
+
+    def __pb_stage__(self, st: Stager, args: list, kwargs: dict) -> Any:
+        (primals, tangents), _ = _bind(self.__call__, args, kwargs)
+        return _stage_jvp(st, self.fn, primals, tangents)
+
+
+_cache: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _cached(fn: Callable, key: tuple, make: Callable[[], Any]) -> Any:
+    """A per-function object (a compiled helper), kept while ``fn`` lives."""
+    try:
+        per_fn = _cache.setdefault(fn, {})
+    except TypeError:  # not weakly referable: no cache
+        return make()
+    if key not in per_fn:
+        per_fn[key] = make()
+    return per_fn[key]
+
+
+class _JVP:
+    """``jvp(fn, primals, tangents) -> (fn(*primals), tangents of the results)``: forward
+    mode, one pass, for any number of inputs."""
+
+    def __call__(self, fn: Callable, primals: Sequence, tangents: Sequence) -> Any:
+        return _cached(fn, ("jvp",), lambda: _JVPOf(fn))(tuple(primals), tuple(tangents))
+
+    def __pb_stage__(self, st: Stager, args: list, kwargs: dict) -> Any:
+        (fn, primals, tangents), _ = _bind(self.__call__, args, kwargs)
+        return _stage_jvp(st, fn, primals, tangents)
+
+
+jvp = _JVP()
+
+
+# -- vjp --------------------------------------------------------------------------------
+
+
+def _out_cts(sub: SubFunction, outs: list[Atom], out: Any, ct: Any) -> list[Atom | None]:
+    """The cotangent pytree ``ct`` given for the result ``out``, per result atom."""
+    o_leaves, o_tree = tree_flatten(out)
+    c_leaves, c_tree = tree_flatten(ct)
+    if o_tree != c_tree:
+        raise CompileError(f"vjp: the cotangent has structure {c_tree}, the result {o_tree}")
+    cts: list[Atom | None] = [None] * len(outs)
+    pos = {id(a): i for i, a in enumerate(outs)}
+    for o, c in zip(o_leaves, c_leaves, strict=True):
+        if not _is_float(o):
+            continue
+        cts[pos[id(o.raw())]] = _tangent_atom(c, o, 0) if c is not None else None
+    return cts
+
+
+class _StagedVJP:
+    """The ``vjp_fn`` that ``pb.vjp`` returns inside staged code: calling it emits the
+    backward pass, reading the forward pass's residuals."""
+
+    def __init__(self, where: _Args, out: Any, outs: list[Atom], backward: Callable):
+        self.where, self.out, self.outs, self.backward = where, out, outs, backward
+
+    def __pb_stage__(self, st: Stager, args: list, kwargs: dict) -> Any:
+        if len(args) != 1 or kwargs:
+            raise CompileError("vjp_fn takes one argument: the cotangent of the result")
+        cts = self.backward(_out_cts(self.where.sub, self.outs, self.out, args[0]))
+        n = len(self.where.sub.arg_leaves)
+        return self.where.grads(range(n), cts, single=False)
+
+    def __call__(self, ct: Any) -> Any:
+        raise TypeError("this vjp function was made while staging; call it in the same "
+                        "staged function")
+
+
+def _stage_vjp(st: Stager, fn: Callable, primals: list, has_aux: bool) -> tuple:
+    sub = st.stage_subfunction(fn, primals, {})
+    where = _Args(sub)
+    varied = [_is_float(x) for leaves in sub.arg_leaves for x in leaves if isinstance(x, Ref)]
+    varied += [False] * (len(sub.operands) - len(varied))
+    outs, backward = vjp_emit(sub.func, sub.operands, varied)
+    out, aux = _loss(sub.rebuild(outs), has_aux, "pb.vjp")
+    return where, out, aux, outs, backward
+
+
+class _VJPOf(Transform):
+    """``(primals, ct) -> cotangents of the primals``: what ``vjp_fn`` computes when
+    ``pb.vjp`` is called from plain Python (forward and backward in one compiled run)."""
+
+    def __init__(self, fn: Callable, has_aux: bool):
+        self.fn, self.has_aux = fn, has_aux
+        self.__name__ = f"vjp_{getattr(fn, '__name__', 'f')}"
+        self.__signature__ = inspect.signature(self.__call__)
+        self._jitted = None
+
+    def __call__(self, primals: tuple, ct: Any) -> Any:
+        return super().__call__(primals, ct)
+
+    def __pb_stage__(self, st: Stager, args: list, kwargs: dict) -> Any:
+        (primals, ct), _ = _bind(self.__call__, args, kwargs)
+        where, out, _, outs, backward = _stage_vjp(st, self.fn, list(primals), self.has_aux)
+        cts = backward(_out_cts(where.sub, outs, out, ct))
+        return where.grads(range(len(primals)), cts, single=False)
+
+
+class _VJP:
+    """``vjp(fn, *primals) -> (fn(*primals), vjp_fn)``; ``vjp_fn(ct)`` returns the
+    cotangents of the primals (a tuple).  With ``has_aux=True``, ``fn`` returns
+    ``(out, aux)`` and ``vjp`` returns ``(out, vjp_fn, aux)``.
+
+    Inside staged code the backward pass reads the forward pass's residuals.  From plain
+    Python, ``vjp_fn`` runs the forward pass again with the backward pass."""
+
+    def __call__(self, fn: Callable, *primals: Any, has_aux: bool = False) -> tuple:
+        from .api import jit
+
+        value = _cached(fn, ("jit",), lambda: jit(fn))(*primals)
+        out, aux = _loss(value, has_aux, "pb.vjp")
+        backward = _cached(fn, ("vjp", has_aux), lambda: _VJPOf(fn, has_aux))
+        vjp_fn = functools.partial(backward, tuple(primals))
+        return (out, vjp_fn, aux) if has_aux else (out, vjp_fn)
+
+    def __pb_stage__(self, st: Stager, args: list, kwargs: dict) -> tuple:
+        fn, *primals = args
+        has_aux = kwargs.pop("has_aux", False)
+        if kwargs:
+            raise CompileError(f"pb.vjp got unexpected keyword arguments {sorted(kwargs)}")
+        where, out, aux, outs, backward = _stage_vjp(st, fn, primals, has_aux)
+        vjp_fn = _StagedVJP(where, out, outs, backward)
+        return (out, vjp_fn, aux) if has_aux else (out, vjp_fn)
+
+
+vjp = _VJP()
+
+
+# -- Jacobians ------------------------------------------------------------------------
+
+
+def _basis(k: Atom, t: TensorType) -> Atom:
+    """The k-th unit vector of ``t``'s flattened shape, in ``t``'s shape."""
+    n = max(t.size, 1)
+    hot = E.eq(S.iota(shape=(n,), dim=0, dtype=int64), k)
+    return S.reshape(E.convert(hot, dtype=t.dtype, weak=False), shape=t.shape)
+
+
+def _stacked(buf: Atom, k: Atom, row: Atom) -> Atom:
+    """``buf[k] = row`` for a buffer with one row per basis vector."""
+    row = S.reshape(row, shape=(1, *row.type.shape))
+    zero = Lit(np.int64(0))
+    return I.dynamic_update_slice(buf, row, k, *[zero] * (buf.type.ndim - 1))
+
+
+def _rows(n: int, row_types: Sequence[TensorType], body: Callable) -> list[Atom]:
+    """Buffers ``[n, *row_type]`` filled by ``body(k) -> rows`` for k in range(n), as a
+    rolled loop."""
+    bufs = [TensorType((n, *t.shape), t.dtype) for t in row_types]
+
+    def loop_body(k, *carry):
+        return [_stacked(buf, k, row) for buf, row in zip(carry, body(k), strict=True)]
+
+    block = current().block([TensorType((), int64), *bufs], loop_body)
+    res = for_loop(Lit(np.int64(0)), Lit(np.int64(n)), Lit(np.int64(1)),
+                   *[zeros(t) for t in bufs], body=block)
+    return list(res)
+
+
+class Jacobian(Transform):
+    """The Jacobian of ``fn`` by forward mode (one ``jvp`` per input element, a rolled
+    loop) or reverse mode (one ``vjp`` per output element).  For each result leaf, the
+    structure of the ``argnums`` arguments with arrays of shape
+    ``result.shape + argument.shape``."""
+
+    def __init__(self, fn: Callable, argnums: int | Sequence[int], forward: bool):
+        super().__init__(fn)
+        self.argnums, self.forward = argnums, forward
+
+    def __pb_stage__(self, st: Stager, args: list, kwargs: dict) -> Any:
+        who = "pb.jacfwd" if self.forward else "pb.jacrev"
+        args, kwargs = _bind(self.fn, args, kwargs)
+        nums = _argnums(self.argnums, len(args), who)
+        sub = st.stage_subfunction(self.fn, args, kwargs)
+        where = _Args(sub)
+        varied = where.varied(nums, who)
+        ins = [q for q, v in enumerate(varied) if v]
+        in_types = [sub.operands[q].type for q in ins]
+        probe_outs = list(sub.func.out_types)
+        outs = [i for i, t in enumerate(probe_outs) if t.dtype.is_float]
+        out_types = [probe_outs[i] for i in outs]
+        jac: dict[tuple[int, int], Atom] = {}
+        if self.forward:
+            for q, tq in zip(ins, in_types, strict=True):
+                def rows(k, q=q, tq=tq):
+                    ts: list[Atom | None] = [None] * len(sub.operands)
+                    ts[q] = _basis(k, tq)
+                    res, touts = jvp_emit(sub.func, sub.operands, ts)
+                    return [touts[i] if touts[i] is not None else zeros(res[i].type)
+                            for i in outs]
+
+                for i, buf in zip(outs, _rows(tq.size, out_types, rows), strict=True):
+                    jac[i, q] = _forward_layout(buf, tq, probe_outs[i])
+        else:
+            for i, ti in zip(outs, out_types, strict=True):
+                def rows(k, i=i, ti=ti):
+                    res, backward = vjp_emit(sub.func, sub.operands, varied)
+                    seed: list[Atom | None] = [None] * len(res)
+                    seed[i] = _basis(k, ti)
+                    cts = backward(seed)
+                    return [cts[q] if cts[q] is not None else zeros(t)
+                            for q, t in zip(ins, in_types, strict=True)]
+
+                for q, buf in zip(ins, _rows(ti.size, in_types, rows), strict=True):
+                    jac[i, q] = S.reshape(buf, shape=ti.shape + sub.operands[q].type.shape)
+        return _jacobian_tree(sub, where, nums, outs, jac, isinstance(self.argnums, int))
+
+
+def _forward_layout(buf: Atom, tq: TensorType, to: TensorType) -> Atom:
+    """Rows indexed by input elements, ``[n_in, *out]``, as ``[*out, *in]``."""
+    x = S.reshape(buf, shape=tq.shape + to.shape)
+    nin, nout = len(tq.shape), len(to.shape)
+    return S.transpose(x, perm=(*range(nin, nin + nout), *range(nin)))
+
+
+def _jacobian_tree(sub: SubFunction, where: _Args, nums, outs, jac, single: bool) -> Any:
+    tree, spec, _ = sub.out_spec
+    leaves = []
+    k = 0
+    for s in spec:
+        if s[0] != "dyn":
+            leaves.append(None)
+            continue
+        if k in outs:
+            def leaf(q, x, k=k):
+                return Ref(jac[k, q]) if (k, q) in jac else None
+
+            trees = tuple(where.tree(n, leaf) for n in nums)
+            leaves.append(trees[0] if single else trees)
+        else:
+            leaves.append(None)
+        k += 1
+    return tree_unflatten(tree, leaves)
+
+
+def jacfwd(fn: Callable, argnums: int | Sequence[int] = 0) -> Jacobian:
+    """The Jacobian of ``fn`` by forward mode (cheap for few inputs)."""
+    return Jacobian(fn, argnums, forward=True)
+
+
+def jacrev(fn: Callable, argnums: int | Sequence[int] = 0) -> Jacobian:
+    """The Jacobian of ``fn`` by reverse mode (cheap for few outputs)."""
+    return Jacobian(fn, argnums, forward=False)
+
+
+def hessian(fn: Callable, argnums: int | Sequence[int] = 0) -> Jacobian:
+    """The Hessian of a scalar ``fn``: forward mode over reverse mode."""
+    return jacfwd(jacrev(fn, argnums), argnums)
+
+
+# -- steering ---------------------------------------------------------------------------
+
+
+class _StopGradient:
+    """``stop_gradient(x)``: ``x`` itself, through which no derivative flows."""
+
+    def __call__(self, x: Any) -> Any:
+        return x
+
+    def __pb_stage__(self, st: Stager, args: list, kwargs: dict) -> Any:
+        (x,), _ = _bind(self.__call__, args, kwargs)
+        return tree_map(lambda r: Ref(ad.stop_gradient(r.get()), r.kind) if _is_float(r)
+                        else r, x)
+
+
+stop_gradient = _StopGradient()
+
+
+class Checkpoint(Transform):
+    """``checkpoint(fn)``: reverse mode keeps only ``fn``'s inputs and recomputes its
+    forward pass during the backward pass (less memory, more time)."""
+
+    def __pb_stage__(self, st: Stager, args: list, kwargs: dict) -> Any:
+        args, kwargs = _bind(self.fn, args, kwargs)
+        sub = st.stage_subfunction(self.fn, args, kwargs)
+        outs = ad.checkpoint(*sub.operands, body=sub.func.block)
+        return sub.rebuild(outs)
+
+
+def checkpoint(fn: Callable) -> Checkpoint:
+    return Checkpoint(fn)

@@ -1,0 +1,387 @@
+"""Reverse mode: the forward pass now, the backward pass when cotangents are given.
+
+The forward pass copies each equation and records a *step*: a closure that emits the
+equation's backward from its op's ``vjp`` rule.  Running the steps in reverse order
+emits the backward pass.  Rules read forward values freely; which forward values the
+backward needs (the *residuals*) is found afterwards, by looking for forward values the
+backward reads:
+
+* at the top level, forward and backward are in one function, so residuals are plain
+  SSA values;
+* inside a block that runs many times (a loop body, a branch, a recursive function)
+  the residuals are pushed onto a run-time stack, the *tape*, at the end of each
+  forward run and popped at the start of the matching backward run.  The tape is
+  threaded through every control-flow op, so one stack serves a whole computation.
+
+Control flow: ``cond`` saves its predicate and the taken branch pushes its residuals;
+the backward is a ``cond`` on the same predicate.  ``for_loop`` runs backward over the
+same indices in reverse.  ``while_loop`` counts its iterations and the backward is a
+``for_loop`` of that count.  A recursive ``call`` calls a forward twin that pushes, and
+its backward calls a backward twin that pops.  Values a block passes through unchanged
+(loop invariants, branch operands) are read outside instead of being pushed.
+
+A cotangent ``None`` is a symbolic zero; blocks are closed first
+(``closure.close_func``).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Sequence
+from functools import partial
+
+import numpy as np
+
+from ..errors import UnsupportedError
+from ..ir.builder import Builder, current
+from ..ir.core import Atom, Block, Eqn, Func, Lit, Var
+from ..ir.rewrite import Env, clone_eqn, free_vars, inline, substitute
+from ..ir.types import StackType, TensorType, int64
+from ..ops import elementwise as E
+from ..ops import stack as St
+from ..ops.derivs import const, zeros
+from .activity import differentiable, eqn_active, loop_active
+from .closure import close_func
+from .fit import fit
+
+_serial = itertools.count()
+
+
+class Context:
+    """The forward emission of one block: values, which are varied, backward steps and
+    the tape as it is now (created when first needed at the top level)."""
+
+    def __init__(self, tape: Atom | None):
+        self.env = Env()
+        self.varied: set[int] = set()
+        self.steps: list[Callable[[Cotangents], None]] = []
+        self.tape = tape
+        self.btape: Atom | None = None  # the tape as the backward pass goes
+
+    def is_varied(self, a: Atom) -> bool:
+        return isinstance(a, Var) and id(a) in self.varied
+
+    def mark(self, atoms: Sequence[Atom], varied: Sequence[bool]) -> None:
+        self.varied.update(id(a) for a, v in zip(atoms, varied, strict=True)
+                           if v and isinstance(a, Var))
+
+    def take_tape(self) -> Atom:
+        if self.tape is None:
+            self.tape = St.stack_new()
+        return self.tape
+
+
+class Cotangents:
+    """Accumulated cotangents of the varied forward values of a context."""
+
+    def __init__(self, ctx: Context):
+        self.ctx = ctx
+        self.cts: dict[int, Atom] = {}
+
+    def get(self, a: Atom) -> Atom | None:
+        return self.cts.get(id(a)) if isinstance(a, Var) else None
+
+    def get_or_zero(self, a: Atom) -> Atom:
+        ct = self.get(a)
+        if ct is not None:
+            return ct
+        return St.stack_new() if isinstance(a.type, StackType) else zeros(a.type)
+
+    def add(self, a: Atom, ct: Atom | None) -> None:
+        if ct is None or not self.ctx.is_varied(a):
+            return
+        ct = fit(ct, a.type)
+        old = self.cts.get(id(a))
+        if old is not None and isinstance(a.type, StackType):
+            raise ValueError("internal: a stack got two cotangents")
+        self.cts[id(a)] = ct if old is None else E.add(old, ct)
+
+
+class ReverseMode:
+    def __init__(self):
+        self.twins: dict[int, tuple[Func, Func]] = {}
+
+    # -- forward ------------------------------------------------------------------
+
+    def forward(self, ctx: Context, block: Block, ins: Sequence[Atom],
+                varied: Sequence[bool]) -> list[Atom]:
+        ctx.env.bind(block.params, ins)
+        ctx.mark(ins, varied)
+        for eqn in block.eqns:
+            self.eqn(ctx, eqn)
+        return [ctx.env[r] for r in block.results]
+
+    def eqn(self, ctx: Context, eqn: Eqn) -> None:
+        ins = [ctx.env[a] for a in eqn.inputs]
+        vin = [ctx.is_varied(a) for a in ins]
+        if not any(vin):
+            current().frame.eqns.append(clone_eqn(eqn, ctx.env))
+            return
+        with current().at(eqn.loc):
+            handler = _CONTROL.get(eqn.op.name)
+            if handler is not None:
+                outs, vout, step = handler(self, ctx, eqn, ins, vin)
+            else:
+                outs = current().emit(eqn.op, ins, eqn.params, eqn.loc)
+                vout = [differentiable(o.type) for o in outs]
+                if any(vout) and eqn.op.vjp is None:
+                    raise UnsupportedError(f"{eqn.op.name} has no derivative rule")
+                step = partial(_rule_step, eqn, ins, outs)
+        ctx.env.bind(eqn.outputs, outs)
+        ctx.mark(outs, vout)
+        if any(vout) or handler is not None:
+            ctx.steps.append(step)
+
+    # -- blocks that run many times -----------------------------------------------
+
+    def region(self, block: Block, in_varied: Sequence[bool], out_varied: Sequence[bool],
+               outer: dict[int, Callable[[Atom | None], Atom]],
+               index: TensorType | None = None) -> tuple[Block, Block]:
+        """The forward and backward blocks of ``block``.
+
+        forward: ``(*params, tape) -> (*results, tape)``, pushing its residuals;
+        backward: ``([index], *cts of out_varied results, tape) -> (*cts of in_varied
+        params, tape)``, popping them.  ``outer[k](index)`` gives, inside the backward,
+        the value of parameter k when it need not be pushed (it is known outside)."""
+        b = current()
+        fparams = [Var(p.type, p.hint) for p in block.params]
+        fwd = Block([*fparams, Var(StackType())])
+        inner = Context(fwd.params[-1])
+        with b.into(fwd):
+            outs = self.forward(inner, block, fparams, in_varied)
+        ct_params = [Var(o.type) for o, v in zip(outs, out_varied, strict=True) if v]
+        jparam = [Var(index)] if index is not None else []
+        start_tape = Var(StackType())
+        bwd = Block([*jparam, *ct_params, start_tape])
+        with b.into(bwd):
+            known = {id(fparams[k]): make(jparam[0] if jparam else None)
+                     for k, make in outer.items()}
+            inner.btape = start_tape
+            cts = Cotangents(inner)
+            for o, c in zip([o for o, v in zip(outs, out_varied, strict=True) if v], ct_params,
+                            strict=True):
+                cts.add(o, c)
+            for step in reversed(inner.steps):
+                step(inner, cts)
+            cins = [cts.get_or_zero(p) for p, v in zip(fparams, in_varied, strict=True) if v]
+        bwd.results = [*cins, inner.btape]
+        defined = {id(p) for p in fparams} | {id(o) for e in fwd.eqns for o in e.outputs}
+        residuals = [v for v in free_vars(bwd) if id(v) in defined and id(v) not in known]
+        with b.into(fwd):
+            tape = inner.tape
+            for r in residuals:
+                tape = St.stack_push(tape, r)
+        fwd.results = [*outs, tape]
+        _pop_residuals(bwd, residuals, known)
+        return fwd, bwd
+
+    # -- control flow -------------------------------------------------------------
+
+    def cond(self, ctx: Context, eqn: Eqn, ins, vin):
+        pred, *xs = ins
+        vout = eqn_active(eqn, vin, stacks=False)
+        outer = {k: (lambda j, x=x: x) for k, x in enumerate(xs)}
+        (fthen, bthen), (felse, belse) = (
+            self.region(eqn.params[k], vin[1:], vout, outer) for k in ("then", "orelse"))
+        res = current().emit("cond", [pred, *xs, ctx.take_tape()],
+                             {"then": fthen, "orelse": felse})
+        outs, ctx.tape = res[:-1], res[-1]
+
+        def step(ctx: Context, cts: Cotangents) -> None:
+            couts = [cts.get_or_zero(o) for o, v in zip(outs, vout, strict=True) if v]
+            back = current().emit("cond", [pred, *couts, ctx.btape],
+                                  {"then": bthen, "orelse": belse})
+            _add_all(cts, [x for x, v in zip(xs, vin[1:], strict=True) if v], back[:-1])
+            ctx.btape = back[-1]
+
+        return outs, vout, step
+
+    def loop(self, ctx: Context, eqn: Eqn, ins, vin):
+        is_for = eqn.op.name == "for_loop"
+        bounds, xs = (ins[:3], ins[3:]) if is_for else ([], ins)
+        body = eqn.params["body"]
+        off = len(bounds) and 1
+        vcarry = loop_active(eqn, vin, stacks=False)
+        outer = {k + off: (lambda j, x=x: x) for k, x in enumerate(xs)
+                 if body.results[k] is body.params[k + off]}
+        if is_for:
+            lo, hi, stride = bounds
+            count = _trip_count(lo, hi, stride)
+            outer[0] = lambda j: E.add(lo, E.mul(E.sub(E.sub(count, const(1, lo.type)), j),
+                                                 stride))
+            index = lo.type.strong()
+        else:
+            index = TensorType((), int64)
+        fwd, bwd = self.region(body, [False] * off + vcarry, vcarry, outer, index)
+        tape = ctx.take_tape()
+        if is_for:
+            res = current().emit("for_loop", [*bounds, *xs, tape], {"body": fwd})
+        else:
+            res = current().emit("while_loop", [*xs, tape, Lit(np.int64(0))],
+                                 {"cond": _counting(fwd, eqn.params["cond"], len(xs)),
+                                  "body": fwd})
+            count = res[-1]
+        outs, ctx.tape = res[:len(xs)], res[len(xs)]
+
+        def step(ctx: Context, cts: Cotangents) -> None:
+            couts = [cts.get_or_zero(o) for o, v in zip(outs, vcarry, strict=True) if v]
+            zero = const(0, index)
+            back = current().emit("for_loop", [zero, count, const(1, index), *couts,
+                                               ctx.btape], {"body": bwd})
+            _add_all(cts, [x for x, v in zip(xs, vcarry, strict=True) if v], back[:-1])
+            ctx.btape = back[-1]
+
+        return outs, vcarry, step
+
+    def call(self, ctx: Context, eqn: Eqn, ins, vin):
+        callee = eqn.params["callee"]
+        fwd, bwd = self.twin(callee)
+        res = current().emit("call", [*ins, ctx.take_tape()], {"callee": fwd})
+        outs, ctx.tape = res[:-1], res[-1]
+        vout = [differentiable(t) for t in callee.out_types]
+
+        def step(ctx: Context, cts: Cotangents) -> None:
+            couts = [cts.get_or_zero(o) for o, v in zip(outs, vout, strict=True) if v]
+            back = current().emit("call", [*couts, ctx.btape], {"callee": bwd})
+            _add_all(cts, [x for x in ins if differentiable(x.type)], back[:-1])
+            ctx.btape = back[-1]
+
+        return outs, vout, step
+
+    def twin(self, func: Func) -> tuple[Func, Func]:
+        """The forward twin (pushes its residuals) and the backward twin (pops them) of a
+        called function; every differentiable parameter and result takes part."""
+        if id(func) in self.twins:
+            return self.twins[id(func)]
+        vin = [differentiable(t) for t in func.in_types]
+        vout = [differentiable(t) for t in func.out_types]
+        n = next(_serial)
+        fwd = Func(f"{func.name}_fwd{n}", None, [*func.out_types, StackType()])
+        bwd = Func(f"{func.name}_bwd{n}", None,
+                   [*[t for t, v in zip(func.in_types, vin, strict=True) if v], StackType()])
+        self.twins[id(func)] = (fwd, bwd)
+        with Builder():
+            fwd.block, bwd.block = self.region(func.block, vin, vout, {})
+        return fwd, bwd
+
+
+def _rule_step(eqn: Eqn, ins: list, outs: list, ctx: Context, cts: Cotangents) -> None:
+    couts = [cts.get(o) for o in outs]
+    stacks = [isinstance(o.type, StackType) for o in outs]
+    if all(c is None for c in couts) and not any(stacks):
+        return
+    couts = [cts.get_or_zero(o) if s else c for o, c, s in zip(outs, couts, stacks, strict=True)]
+    with current().at(eqn.loc):
+        cins = eqn.op.vjp(ins, outs, couts, **eqn.params)
+    _add_all(cts, ins, cins)
+
+
+def _add_all(cts: Cotangents, atoms, values) -> None:
+    for a, c in zip(atoms, values, strict=True):
+        cts.add(a, c)
+
+
+def _trip_count(lo: Atom, hi: Atom, stride: Atom) -> Atom:
+    """How many indices ``range(lo, hi, stride)`` has."""
+    one = const(1, lo.type)
+    n = E.floordiv(E.sub(E.add(E.sub(hi, lo), stride), E.mul(E.sign(stride), one)), stride)
+    return E.max_(n, const(0, lo.type))
+
+
+def _counting(fwd: Block, cond: Block, n: int) -> Block:
+    """Make the forward body of a while loop count its runs; returns the loop's
+    condition on the carry, the tape and the count."""
+    count = Var(TensorType((), int64))
+    fwd.params.append(count)
+    with current().into(fwd):
+        fwd.results.append(E.add(count, Lit(np.int64(1))))
+    params = [Var(p.type, p.hint) for p in fwd.params]
+    new = Block(params)
+    with current().into(new):
+        new.results = inline(cond, params[:n])
+    return new
+
+
+def _pop_residuals(bwd: Block, residuals: list[Var], known: dict[int, Atom]) -> None:
+    """Start ``bwd`` by popping ``residuals`` (pushed in this order) off its tape
+    parameter, and make it read them (and the ``known`` values) there."""
+    mapping = dict(known)
+    if residuals:
+        start = bwd.params[-1]
+        tape = Var(StackType())
+        bwd.params[-1] = tape
+        pops = []
+        for r in reversed(residuals):
+            nxt, x = Var(StackType()), Var(r.type, r.hint)
+            pops.append(Eqn(St.stack_pop, [tape], [nxt, x], {"elem": r.type}))
+            mapping[id(r)] = x
+            tape = nxt
+        pops[-1].outputs[0] = start
+        bwd.eqns[:0] = pops
+    substitute(bwd, mapping)
+
+
+_CONTROL = {
+    "cond": ReverseMode.cond,
+    "while_loop": ReverseMode.loop,
+    "for_loop": ReverseMode.loop,
+    "call": ReverseMode.call,
+}
+
+
+def vjp_emit(func: Func, primals: Sequence[Atom], varied: Sequence[bool]
+             ) -> tuple[list[Atom], Callable[[Sequence[Atom | None]], list[Atom | None]]]:
+    """Emit ``func``'s forward pass into the current builder.  Returns its results and
+    ``backward(cts) -> cotangents of the primals``, which emits the backward pass
+    (once) wherever it is called."""
+    closed = close_func(func)
+    primals = _distinct(primals, varied)
+    rev = ReverseMode()
+    ctx = Context(None)
+    outs = rev.forward(ctx, closed.block, primals, varied)
+    done = []
+
+    def backward(cts: Sequence[Atom | None]) -> list[Atom | None]:
+        if done and ctx.tape is not None:
+            raise UnsupportedError(
+                "the backward pass of this vjp was already emitted and its residual tape "
+                "consumed", hint="call pb.vjp again for a second backward pass")
+        done.append(True)
+        env = Cotangents(ctx)
+        ctx.btape = ctx.tape
+        _add_all(env, outs, cts)
+        for step in reversed(ctx.steps):
+            step(ctx, env)
+        return [env.get(p) for p in primals]
+
+    return outs, backward
+
+
+def _distinct(primals: Sequence[Atom], varied: Sequence[bool]) -> list[Atom]:
+    """The varied primals as distinct values, so each gets its own cotangent even when
+    the caller passes one value twice."""
+    seen: set[int] = set()
+    out = []
+    for a, v in zip(primals, varied, strict=True):
+        if v and (not isinstance(a, Var) or id(a) in seen):
+            a = E.convert(a, dtype=a.type.dtype, weak=a.type.weak)
+        seen.add(id(a))
+        out.append(a)
+    return out
+
+
+def vjp_func(func: Func, wrt: Sequence[bool] | None = None) -> Func:
+    """``f(*primals, *cts) -> (*outs, *cotangents)``: cotangents of every floating-point
+    result in, cotangents of the ``wrt`` parameters (default: every floating-point one)
+    out, zeros where they do not matter."""
+    if wrt is None:
+        wrt = [differentiable(t) for t in func.in_types]
+    with Builder() as b:
+        primals = [b.param(t) for t in func.in_types]
+        cts = [b.param(t) for t in func.out_types if differentiable(t)]
+        outs, backward = vjp_emit(func, primals, wrt)
+        it = iter(cts)
+        cins = backward([next(it) if differentiable(o.type) else None for o in outs])
+        res = [c if c is not None else zeros(p.type)
+               for c, p, w in zip(cins, primals, wrt, strict=True) if w]
+        return b.finish(f"{func.name}_vjp", [*outs, *res])
