@@ -231,7 +231,7 @@ def _stage_jvp(st: Stager, fn: Callable, primals: Any, tangents: Any) -> Any:
     sub = st.stage_subfunction(fn, list(primals), {})
     where = _Args(sub)
     ts: list[Atom | None] = [None] * len(sub.operands)
-    for k, (p, t) in enumerate(zip(primals, tangents, strict=True)):
+    for k, t in enumerate(tangents):
         t_leaves, t_tree = tree_flatten(t)
         if t_tree != sub.arg_trees[k]:
             raise CompileError(f"pb.jvp: the tangent of argument {k} has structure {t_tree}, "

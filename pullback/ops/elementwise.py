@@ -207,11 +207,14 @@ atan = unary("atan", np.arctan, deriv=lambda x, y: _recip(add(const(1, x.type), 
 sinh = unary("sinh", np.sinh, deriv=lambda x, y: cosh(x))
 cosh = unary("cosh", np.cosh, deriv=lambda x, y: sinh(x))
 tanh = unary("tanh", np.tanh, deriv=lambda x, y: sub(const(1, y.type), mul(y, y)))
-asinh = unary("asinh", np.arcsinh, deriv=lambda x, y: _recip(sqrt(add(mul(x, x), const(1, x.type)))))
-acosh = unary("acosh", np.arccosh, deriv=lambda x, y: _recip(sqrt(sub(mul(x, x), const(1, x.type)))))
+asinh = unary("asinh", np.arcsinh,
+              deriv=lambda x, y: _recip(sqrt(add(mul(x, x), const(1, x.type)))))
+acosh = unary("acosh", np.arccosh,
+              deriv=lambda x, y: _recip(sqrt(sub(mul(x, x), const(1, x.type)))))
 atanh = unary("atanh", np.arctanh, deriv=lambda x, y: _recip(_one_minus_sq(x)))
 erf = unary("erf", _from_math(math.erf), deriv=lambda x, y: _erf_deriv(x, 1))
-erfc = unary("erfc", _from_math(math.erfc), deriv=lambda x, y: _erf_deriv(x, -1))  # 1 - erf(x) loses every digit in the tail
+# erfc: 1 - erf(x) loses every digit in the tail
+erfc = unary("erfc", _from_math(math.erfc), deriv=lambda x, y: _erf_deriv(x, -1))
 not_ = unary("not", _not, "bi")
 
 # binary arithmetic
@@ -220,7 +223,8 @@ sub = binary("sub", np.subtract, partials=lambda x, y, out: (const(1, x.type), c
 mul = binary("mul", np.multiply, partials=lambda x, y, out: (y, x))
 div = binary("div", np.true_divide, "f", partials=lambda x, y, out: (_recip(y), neg(div(out, y))))
 floordiv = binary("floordiv", np.floor_divide)
-mod = binary("mod", np.remainder, partials=lambda x, y, out: (const(1, x.type), neg(floordiv(x, y))))
+mod = binary("mod", np.remainder,
+             partials=lambda x, y, out: (const(1, x.type), neg(floordiv(x, y))))
 pow_ = binary("pow", np.power, partials=lambda x, y, out: _pow_partials(x, y, out))
 max_ = binary("max", np.maximum, "bif", partials=lambda x, y, out: _pick(gt, x, y))
 min_ = binary("min", np.minimum, "bif", partials=lambda x, y, out: _pick(lt, x, y))

@@ -9,7 +9,9 @@
   (``check_jvp_of_vjp``, ``check_vjp_of_jvp``);
 * exact zeros for piecewise-constant functions (``check_zero``).
 
-Every function the transforms produce goes through the verifier before it runs.
+``active`` masks say which parameters get tangents (the others are held fixed); by
+default every float one does.  Every function the transforms produce goes through the
+verifier before it runs.
 """
 
 from __future__ import annotations
@@ -48,14 +50,28 @@ TOLS = {
 }
 
 
-def one_op(op: Op, args: Sequence[np.ndarray], params: dict[str, Any],
-           lits: Sequence[int] = ()) -> tuple[Func, list[np.ndarray]]:
-    """A function applying ``op`` to ``args`` (those at positions ``lits`` as literals,
-    the others as parameters), and the arguments it takes."""
+@dataclass(frozen=True)
+class Same:
+    """An operand that is operand ``index`` again (one value used twice)."""
+
+    index: int
+
+
+def one_op(op: Op, args: Sequence[Any], params: dict[str, Any], lits: Sequence[int] = (),
+           keep: Sequence[int] | None = None) -> tuple[Func, list[Any]]:
+    """A function applying ``op`` to ``args`` and returning its results ``keep`` (default:
+    all), and the arguments it takes.  Operands at positions ``lits`` are literals, a
+    ``Same`` repeats an operand, the others are parameters."""
     with Builder() as b:
-        ins = [Lit(a) if i in lits else b.param(type_of_value(a)) for i, a in enumerate(args)]
-        func = b.finish(op.name, b.emit(op, ins, params))
-    return func, [a for i, a in enumerate(args) if i not in lits]
+        ins: list = []
+        for i, a in enumerate(args):
+            if isinstance(a, Same):
+                ins.append(ins[a.index])
+            else:
+                ins.append(Lit(a) if i in lits else b.param(type_of_value(a)))
+        outs = b.emit(op, ins, params)
+        func = b.finish(op.name, outs if keep is None else [outs[k] for k in keep])
+    return func, [a for i, a in enumerate(args) if i not in lits and not isinstance(a, Same)]
 
 
 def is_float(t) -> bool:
@@ -66,7 +82,12 @@ def floats(types) -> list[TensorType]:
     return [t for t in types if is_float(t)]
 
 
-def run(func: Func, args: Sequence[np.ndarray]) -> list[np.ndarray]:
+def float_mask(func: Func) -> list[bool]:
+    """Every float parameter active (what the transforms do by default)."""
+    return [is_float(t) for t in func.in_types]
+
+
+def run(func: Func, args: Sequence[Any]) -> list[np.ndarray]:
     """``func`` verified and evaluated."""
     verify(func)
     return [np.asarray(v) for v in interp.run(func, *args)]
@@ -82,9 +103,9 @@ def random_like(rng: np.random.Generator, types: Sequence[TensorType]) -> list[n
     return [np.asarray(rng.standard_normal(t.shape)).astype(t.dtype.np) for t in types]
 
 
-def tangents(rng: np.random.Generator, func: Func) -> list[np.ndarray]:
-    """A random direction: one tangent per float parameter (what ``jvp_func`` takes)."""
-    return random_like(rng, floats(func.in_types))
+def tangents(rng: np.random.Generator, func: Func, active: Sequence[bool]) -> list[np.ndarray]:
+    """A random direction: one tangent per active parameter (what ``jvp_func`` takes)."""
+    return random_like(rng, [t for t, a in zip(func.in_types, active, strict=True) if a])
 
 
 def cotangents(rng: np.random.Generator, func: Func) -> list[np.ndarray]:
@@ -92,17 +113,17 @@ def cotangents(rng: np.random.Generator, func: Func) -> list[np.ndarray]:
     return random_like(rng, floats(func.out_types))
 
 
-def _moved(func: Func, args, ts, step: float) -> list[np.ndarray]:
-    """``args`` moved by ``step * ts`` along the float parameters."""
+def _moved(args, active, ts, step: float) -> list[Any]:
+    """``args`` moved by ``step * ts`` along the active parameters."""
     it = iter(ts)
-    return [np.asarray(a + step * next(it).astype(np.float64), a.dtype) if is_float(t) else a
-            for a, t in zip(args, func.in_types, strict=True)]
+    return [np.asarray(a + step * next(it).astype(np.float64), np.asarray(a).dtype) if on else a
+            for a, on in zip(args, active, strict=True)]
 
 
-def central_differences(func: Func, args, ts, eps: float) -> list[np.ndarray]:
+def central_differences(func: Func, args, active, ts, eps: float) -> list[np.ndarray]:
     """The derivatives of the float results in direction ``ts``, in float64."""
-    plus = run(func, _moved(func, args, ts, eps))
-    minus = run(func, _moved(func, args, ts, -eps))
+    plus = run(func, _moved(args, active, ts, eps))
+    minus = run(func, _moved(args, active, ts, -eps))
     return [(p.astype(np.float64) - m) / (2 * eps)
             for p, m, t in zip(plus, minus, func.out_types, strict=True) if is_float(t)]
 
@@ -118,20 +139,22 @@ def _typed(values, types) -> None:
         assert v.dtype == t.dtype.np and v.shape == t.shape, f"{v.dtype}{v.shape} for {t}"
 
 
-def check_jvp(func: Func, args, rng: np.random.Generator, directions: int = 2) -> None:
-    """``jvp_func(func)`` agrees with central differences in random directions."""
+def check_jvp(func: Func, args, rng: np.random.Generator,
+              active: Sequence[bool] | None = None, directions: int = 2) -> None:
+    """``jvp_func(func, active)`` agrees with central differences in random directions."""
+    active = float_mask(func) if active is None else active
     tol = tolerance(func)
-    jf = jvp_func(func)
+    jf = jvp_func(func, active)
     n = len(func.out_types)
     for _ in range(directions):
-        ts = tangents(rng, func)
+        ts = tangents(rng, func, active)
         res = run(jf, [*args, *ts])
         _same_primals(func, args, res[:n])
         _typed(res[n:], floats(func.out_types))
-        for k, (got, want) in enumerate(zip(res[n:], central_differences(func, args, ts, tol.eps),
-                                            strict=True)):
-            scale = max(1.0, float(np.max(np.abs(want), initial=0.0)))
-            np.testing.assert_allclose(got, want, rtol=0, atol=tol.fd * scale,
+        want = central_differences(func, args, active, ts, tol.eps)
+        for k, (got, fd) in enumerate(zip(res[n:], want, strict=True)):
+            scale = max(1.0, float(np.max(np.abs(fd), initial=0.0)))
+            np.testing.assert_allclose(got, fd, rtol=0, atol=tol.fd * scale,
                                        err_msg=f"tangent of float result {k}")
 
 
@@ -143,15 +166,18 @@ def _dots(xs, ys) -> tuple[float, float]:
             sum(float(np.abs(x) @ np.abs(y)) for x, y in pairs))
 
 
-def check_vjp(func: Func, args, rng: np.random.Generator) -> None:
-    """``<J t, c> == <t, J^T c>``, J t from ``jvp_func`` and J^T c from ``vjp_func``."""
+def check_vjp(func: Func, args, rng: np.random.Generator,
+              wrt: Sequence[bool] | None = None) -> None:
+    """``<J t, c> == <t, J^T c>`` over the ``wrt`` parameters, J t from ``jvp_func`` and
+    J^T c from ``vjp_func``."""
+    wrt = float_mask(func) if wrt is None else wrt
     tol = tolerance(func)
     n = len(func.out_types)
-    ts, cs = tangents(rng, func), cotangents(rng, func)
-    jt = run(jvp_func(func), [*args, *ts])[n:]
-    res = run(vjp_func(func), [*args, *cs])
+    ts, cs = tangents(rng, func, wrt), cotangents(rng, func)
+    jt = run(jvp_func(func, wrt), [*args, *ts])[n:]
+    res = run(vjp_func(func, wrt), [*args, *cs])
     _same_primals(func, args, res[:n])
-    _typed(res[n:], floats(func.in_types))
+    _typed(res[n:], [t for t, w in zip(func.in_types, wrt, strict=True) if w])
     forward, scale_f = _dots(jt, cs)
     backward, scale_b = _dots(ts, res[n:])
     assert abs(forward - backward) <= tol.dot * (scale_f + scale_b), (
@@ -165,13 +191,14 @@ def check_jvp_of_vjp(func: Func, args, rng: np.random.Generator) -> None:
 
 def check_vjp_of_jvp(func: Func, args, rng: np.random.Generator) -> None:
     """Reverse over forward: the vjp of ``jvp_func(func)`` by the inner-product identity."""
-    check_vjp(jvp_func(func), [*args, *tangents(rng, func)], rng)
+    check_vjp(jvp_func(func), [*args, *tangents(rng, func, float_mask(func))], rng)
 
 
 def check_zero(func: Func, args, rng: np.random.Generator) -> None:
     """Every tangent and cotangent is exactly zero (a piecewise-constant function)."""
     n = len(func.out_types)
-    jt = run(jvp_func(func), [*args, *tangents(rng, func)])[n:]
+    mask = float_mask(func)
+    jt = run(jvp_func(func), [*args, *tangents(rng, func, mask)])[n:]
     ct = run(vjp_func(func), [*args, *cotangents(rng, func)])[n:]
     _typed(jt, floats(func.out_types))
     _typed(ct, floats(func.in_types))

@@ -24,6 +24,7 @@ from pullback.transforms.jvp import jvp_func
 from pullback.transforms.vjp import vjp_func
 
 from .derivcheck import (
+    Same,
     check_jvp,
     check_jvp_of_vjp,
     check_vjp,
@@ -74,17 +75,19 @@ EXCLUDED = {
 
 @dataclass
 class Case:
-    """``op(*args, **params)``; the ``lits`` positions are literals, not parameters."""
+    """``op(*args, **params)`` returning its results ``keep`` (default: all); the ``lits``
+    positions are literals, ``Same`` operands repeat another, Python floats are weak."""
 
     op: str
-    args: tuple[np.ndarray, ...]
+    args: tuple[Any, ...]
     params: dict[str, Any] = field(default_factory=dict)
     lits: tuple[int, ...] = ()
+    keep: tuple[int, ...] | None = None
     zero: bool = False  # piecewise constant: every derivative is exactly zero
     id: str = ""
 
     def build(self):
-        return one_op(OPS[self.op], self.args, self.params, self.lits)
+        return one_op(OPS[self.op], self.args, self.params, self.lits, self.keep)
 
     def rng(self) -> np.random.Generator:
         """Directions of its own, so a case checks the same whatever else runs."""
@@ -94,11 +97,20 @@ class Case:
 CASES: dict[str, list[Case]] = {}
 
 
-def case(op: str, *args, lits: tuple[int, ...] = (), zero: bool = False, **params) -> None:
+def _label(a) -> str:
+    if isinstance(a, Same):
+        return f"same{a.index}"
+    if isinstance(a, float):
+        return "weak"
+    return "x".join(map(str, a.shape)) or "0d"
+
+
+def case(op: str, *args, lits: tuple[int, ...] = (), keep: tuple[int, ...] | None = None,
+         zero: bool = False, **params) -> None:
     cases = CASES.setdefault(op, [])
-    arrays = tuple(np.asarray(a) for a in args)
-    shapes = "_".join("x".join(map(str, a.shape)) or "0d" for a in arrays)
-    cases.append(Case(op, arrays, params, lits, zero, f"{op}-{len(cases)}-{shapes}"))
+    args = tuple(a if isinstance(a, (Same, float)) else np.asarray(a) for a in args)
+    label = "_".join(_label(a) for a in args)
+    cases.append(Case(op, args, params, lits, keep, zero, f"{op}-{len(cases)}-{label}"))
 
 
 # -- samples ----------------------------------------------------------------------------
