@@ -160,6 +160,20 @@ class ForwardMode:
         return twin
 
 
+    def inline_body(self, eqn: Eqn, ins, tins):
+        """A checkpoint (forward mode has nothing to save) or the primal of a custom_vjp:
+        differentiate the wrapped block."""
+        name = "body" if eqn.op.name == "checkpoint" else "primal"
+        return self.block(eqn.params[name], ins, tins)
+
+    def custom_jvp(self, eqn: Eqn, ins, tins):
+        """The user's rule: ``rule(*xs, *tangents of float xs) -> (*outs, *tangents)``."""
+        tangents = [tangent_or_zero(t, x.type) for t, x in zip(tins, ins, strict=True)
+                    if differentiable(x.type)]
+        res = inline(eqn.params["rule"], [*ins, *tangents])
+        return _split(res, len(eqn.outputs), [differentiable(o.type) for o in eqn.outputs])
+
+
 def _split(res: Sequence[Atom], n: int, active: Sequence[bool]):
     outs, extra = list(res[:n]), iter(res[n:])
     return outs, [next(extra) if a else None for a in active]
@@ -170,6 +184,9 @@ _CONTROL = {
     "while_loop": ForwardMode.loop,
     "for_loop": ForwardMode.loop,
     "call": ForwardMode.call,
+    "checkpoint": ForwardMode.inline_body,
+    "custom_vjp": ForwardMode.inline_body,
+    "custom_jvp": ForwardMode.custom_jvp,
 }
 
 

@@ -265,6 +265,86 @@ class ReverseMode:
         return fwd, bwd
 
 
+    # -- ops that steer differentiation --------------------------------------------------
+
+    def checkpoint(self, ctx: Context, eqn: Eqn, ins, vin):
+        """Run the body plainly; the backward runs it again, saving residuals as it goes,
+        and then its backward: only the operands are kept in between."""
+        body = eqn.params["body"]
+        outs = inline(body, ins)
+        vout = [differentiable(o.type) for o in outs]
+
+        def step(ctx: Context, cts: Cotangents) -> None:
+            self.nested(body, ins, vin, outs, cts)
+
+        return outs, vout, step
+
+    def nested(self, block: Block, ins, vin, outs, cts: Cotangents,
+               seeds: Sequence[Atom] | None = None) -> None:
+        """Emit ``block``'s forward and backward here, in one go: cotangents of ``outs``
+        (or of the block's results ``seeds`` index) flow to ``ins``."""
+        sub = Context(None)
+        res = self.forward(sub, block, ins, vin)
+        inner = Cotangents(sub)
+        targets = res if seeds is None else [res[k] for k in seeds]
+        for r, o in zip(targets, outs, strict=True):
+            inner.add(r, cts.get(o))
+        sub.btape = sub.tape
+        for s in reversed(sub.steps):
+            s(sub, inner)
+        for x in dict.fromkeys(ins, None):
+            cts.add(x, inner.get(x))
+
+    def custom_vjp(self, ctx: Context, eqn: Eqn, ins, vin):
+        """The user's rules: ``fwd(*xs) -> (*outs, *residuals)`` now, ``bwd(*xs,
+        *residuals, *cotangents of float outs) -> cotangents of float xs`` later."""
+        n = len(eqn.outputs)
+        res = inline(eqn.params["fwd"], ins)
+        outs, saved = res[:n], res[n:]
+        vout = [differentiable(o.type) for o in outs]
+
+        def step(ctx: Context, cts: Cotangents) -> None:
+            couts = [cts.get_or_zero(o) for o, v in zip(outs, vout, strict=True) if v]
+            cins = inline(eqn.params["bwd"], [*ins, *saved, *couts])
+            _add_all(cts, [x for x in ins if differentiable(x.type)], cins)
+
+        return outs, vout, step
+
+    def custom_jvp(self, ctx: Context, eqn: Eqn, ins, vin):
+        """Reverse mode from the user's forward rule: the rule's tangents are linear in
+        the input tangents, so reversing the rule at zero tangents gives the transpose."""
+        outs = inline(eqn.params["primal"], ins)
+        vout = [differentiable(o.type) for o in outs]
+
+        def step(ctx: Context, cts: Cotangents) -> None:
+            floats = [x for x in ins if differentiable(x.type)]
+            tangents = [E.convert(zeros(x.type), dtype=x.type.dtype, weak=x.type.weak)
+                        for x in floats]
+            active = [False] * len(ins) + [True] * len(tangents)
+            targets = [o for o, v in zip(outs, vout, strict=True) if v]
+            seeds = [len(outs) + k for k in range(len(targets))]
+            relay = _Relay(cts, dict(zip(map(id, tangents), floats, strict=True)))
+            self.nested(eqn.params["rule"], [*ins, *tangents], active, targets, relay, seeds)
+
+        return outs, vout, step
+
+
+class _Relay(Cotangents):
+    """Cotangents read from ``cts`` and, for the stand-in tangent values of a custom
+    jvp rule, written to the inputs they stand for."""
+
+    def __init__(self, cts: Cotangents, stand_ins: dict[int, Atom]):
+        self.base, self.stand_ins = cts, stand_ins
+
+    def get(self, a: Atom) -> Atom | None:
+        return self.base.get(a)
+
+    def add(self, a: Atom, ct: Atom | None) -> None:
+        target = self.stand_ins.get(id(a))
+        if target is not None:
+            self.base.add(target, ct)
+
+
 def _rule_step(eqn: Eqn, ins: list, outs: list, ctx: Context, cts: Cotangents) -> None:
     couts = [cts.get(o) for o in outs]
     stacks = [isinstance(o.type, StackType) for o in outs]
@@ -326,6 +406,9 @@ _CONTROL = {
     "while_loop": ReverseMode.loop,
     "for_loop": ReverseMode.loop,
     "call": ReverseMode.call,
+    "checkpoint": ReverseMode.checkpoint,
+    "custom_vjp": ReverseMode.custom_vjp,
+    "custom_jvp": ReverseMode.custom_jvp,
 }
 
 
