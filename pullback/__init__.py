@@ -4,6 +4,7 @@ from . import ops as _ops  # noqa: F401  (registers the primitives)
 from .api import jit, make_ir
 from .derivatives import (
     checkpoint,
+    checkpoint_loops,
     custom_jvp,
     custom_vjp,
     grad,
@@ -29,8 +30,8 @@ from .tree import (
 
 __all__ = [
     "CompileError", "ConcretizationError", "ShapeError", "TreeDef", "UnsupportedError",
-    "bool_", "checkpoint", "custom_jvp", "custom_vjp", "float32", "float64", "grad",
-    "hessian", "int32", "int64", "jacfwd", "jacrev", "jit", "jvp", "make_ir",
-    "register_pytree", "stop_gradient", "tree_flatten", "tree_leaves", "tree_map",
+    "bool_", "checkpoint", "checkpoint_loops", "custom_jvp", "custom_vjp", "float32",
+    "float64", "grad", "hessian", "int32", "int64", "jacfwd", "jacrev", "jit", "jvp",
+    "make_ir", "register_pytree", "stop_gradient", "tree_flatten", "tree_leaves", "tree_map",
     "tree_structure", "tree_unflatten", "value_and_grad", "vjp",
 ]

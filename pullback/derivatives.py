@@ -37,7 +37,7 @@ from .ops import ad
 from .ops import elementwise as E
 from .ops import index as I
 from .ops import shape as S
-from .ops.control import for_loop
+from .ops.control import LOOP_CHECKPOINT, for_loop
 from .ops.derivs import zeros
 from .transforms.fit import fit
 from .transforms.jvp import jvp_emit
@@ -539,6 +539,28 @@ class Checkpoint(Transform):
 
 def checkpoint(fn: Callable) -> Checkpoint:
     return Checkpoint(fn)
+
+
+class checkpoint_loops:  # noqa: N801 (used like a function)
+    """``with pb.checkpoint_loops(every=k):`` — the loops staged inside are checkpointed
+    for reverse mode: the forward pass keeps the carried values every ``k`` iterations
+    instead of every iteration's residuals, and the backward pass recomputes each
+    segment before running back through it.  Memory goes from n residual sets to n/k
+    snapshots plus k residual sets, for one more forward pass; gradients are the same.
+    In plain Python it does nothing."""
+
+    def __init__(self, every: int = 100):
+        if not isinstance(every, int) or every < 1:
+            raise ValueError(f"checkpoint_loops(every={every!r}): every must be an int >= 1")
+        self.every = every
+        self._tokens: list = []
+
+    def __enter__(self) -> checkpoint_loops:
+        self._tokens.append(LOOP_CHECKPOINT.set(self.every))
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        LOOP_CHECKPOINT.reset(self._tokens.pop())
 
 
 # -- custom rules -----------------------------------------------------------------------

@@ -480,7 +480,7 @@ class ForForm:
             return body(list(params))
 
         blk = current().block([self.lo.type, *types], build)
-        return C.for_loop(self.lo, self.hi, self.step, *init, body=blk)
+        return C.for_loop(self.lo, self.hi, self.step, *init, body=blk, **C.loop_options())
 
 
 class WhileForm:
@@ -513,7 +513,7 @@ class WhileForm:
 
         cond = b.block(types, lambda *ps: [ps[go_at]])
         blk = b.block(types, lambda *ps: body(list(ps)))
-        return C.while_loop(*init, cond=cond, body=blk)
+        return C.while_loop(*init, cond=cond, body=blk, **C.loop_options())
 
 
 def _placeholder(value: Any) -> Any:

@@ -58,6 +58,7 @@ class Op:
     jvp: Callable | None = None
     vjp: Callable | None = None
     batch: Callable | None = None
+    optional: tuple[str, ...] = ()  # params that may be left out
 
     def __post_init__(self):
         if self.fusion not in FUSION_KINDS:
@@ -67,6 +68,7 @@ class Op:
                 raise ValueError(f"{self.name}: unknown param kind {kind!r}")
         if self.name in OPS:
             raise ValueError(f"op {self.name!r} declared twice")
+        self._owns_code = any(v in ("block", "func") for v in self.params.values())
         OPS[self.name] = self
 
     @property
@@ -77,7 +79,7 @@ class Op:
     @property
     def owns_code(self) -> bool:
         """Whether ``impl`` needs ``run=`` (the op holds blocks or calls a function)."""
-        return any(v in ("block", "func") for v in self.params.values())
+        return self._owns_code
 
     def infer_types(self, in_types, params: Mapping[str, Any]) -> list:
         out = self.infer(list(in_types), **params)

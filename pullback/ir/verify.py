@@ -44,6 +44,8 @@ def param_problem(op: Op, params: Mapping[str, Any], exclude: Collection[str] = 
         if name in exclude:
             continue
         if name not in params:
+            if name in op.optional:
+                continue
             return f"missing param {name!r}"
         if not PARAM_KINDS[kind](params[name]):
             return f"param {name}={format_param(params[name])} is not of kind {kind!r}"

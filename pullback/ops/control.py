@@ -8,6 +8,8 @@ or drop them.
 
 from __future__ import annotations
 
+from contextvars import ContextVar
+
 import numpy as np
 
 from ..errors import ShapeError
@@ -65,10 +67,21 @@ cond = Op(
 )
 
 
-# -- while_loop ---------------------------------------------------------------------
+# -- loops --------------------------------------------------------------------------
+
+#: Loops staged while this is set carry ``checkpoint=k``: reverse mode then keeps a
+#: snapshot of the carried values every k iterations instead of every residual, and
+#: recomputes the rest during the backward pass.
+LOOP_CHECKPOINT: ContextVar[int] = ContextVar("pullback_loop_checkpoint", default=0)
 
 
-def _while_infer(ts, cond, body):
+def loop_options() -> dict:
+    """The optional params of a loop staged now."""
+    every = LOOP_CHECKPOINT.get()
+    return {"checkpoint": every} if every else {}
+
+
+def _while_infer(ts, cond, body, checkpoint=0):
     _expect_params("while_loop", "cond", cond, ts)
     if len(cond.results) != 1 or not _is_bool_scalar(cond.results[0].type):
         raise ShapeError(f"while_loop: block 'cond' must return one 0-d bool, got "
@@ -78,7 +91,7 @@ def _while_infer(ts, cond, body):
     return ts
 
 
-def _while_impl(*carry, cond, body, run):
+def _while_impl(*carry, cond, body, run, checkpoint=0):
     while bool(run(cond, *carry)[0]):
         carry = run(body, *carry)
     return list(carry)
@@ -88,16 +101,17 @@ while_loop = Op(
     "while_loop",
     infer=_while_infer,
     impl=_while_impl,
-    params={"cond": "block", "body": "block"},
+    params={"cond": "block", "body": "block", "checkpoint": "int"},
     multiple_results=True,
     fusion="control",
+    optional=("checkpoint",),
 )
 
 
 # -- for_loop -----------------------------------------------------------------------
 
 
-def _for_infer(ts, body):
+def _for_infer(ts, body, checkpoint=0):
     lo, hi, step, *carry = ts
     bounds = (lo, hi, step)
     if any(not isinstance(t, TensorType) or t.shape != () or not t.dtype.is_int for t in bounds):
@@ -114,7 +128,7 @@ def _for_infer(ts, body):
     return carry
 
 
-def _for_impl(lo, hi, step, *carry, body, run):
+def _for_impl(lo, hi, step, *carry, body, run, checkpoint=0):
     if int(step) == 0:
         raise ValueError("range() arg 3 must not be zero")
     index_dtype = body.params[0].type.dtype.np
@@ -127,9 +141,10 @@ for_loop = Op(
     "for_loop",
     infer=_for_infer,
     impl=_for_impl,
-    params={"body": "block"},
+    params={"body": "block", "checkpoint": "int"},
     multiple_results=True,
     fusion="control",
+    optional=("checkpoint",),
 )
 
 

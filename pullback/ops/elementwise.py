@@ -17,6 +17,7 @@ import math
 import numpy as np
 
 from ..errors import ShapeError
+from ..ir.core import Lit
 from ..ir.op import Op
 from ..ir.types import TensorType, bool_
 from .derivs import const, sum_to, zero_jvp, zero_vjp, zeros
@@ -101,7 +102,8 @@ def _binary_rules(partials):
         return zero_jvp, zero_vjp
 
     def jvp(primals, tangents, outs):
-        terms = [mul(t, d) for t, d in zip(tangents, partials(*primals, outs[0]), strict=True)
+        terms = [_scaled(t, d) for t, d in zip(tangents, partials(*primals, outs[0]),
+                                               strict=True)
                  if t is not None and d is not None]
         total = terms[0] if terms else None
         for term in terms[1:]:
@@ -110,10 +112,17 @@ def _binary_rules(partials):
 
     def vjp(primals, outs, cts):
         (ct,) = cts
-        return [None if d is None else sum_to(mul(ct, d), x.type)
+        return [None if d is None else sum_to(_scaled(ct, d), x.type)
                 for x, d in zip(primals, partials(*primals, outs[0]), strict=True)]
 
     return jvp, vjp
+
+
+def _scaled(t, d):
+    """``t * d``, without the product when ``d`` is the constant 1 or -1."""
+    if isinstance(d, Lit) and d.type.shape == () and d.value in (1, -1):
+        return t if d.value == 1 else neg(t)
+    return mul(t, d)
 
 
 def _fill(t, like: TensorType):

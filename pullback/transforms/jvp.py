@@ -122,7 +122,7 @@ class ForwardMode:
         new_body = self.region(body, types, active, active, prefix=index)
         tangents = [tangent_or_zero(t, x.type) for t, x, a in zip(tx, xs, active, strict=True)
                     if a]
-        params = {"body": new_body}
+        params = {"body": new_body, **_options(eqn)}
         if not is_for:
             params["cond"] = self._loop_cond(eqn.params["cond"], types, active)
         res = current().emit(eqn.op, [*bounds, *xs, *tangents], params)
@@ -174,6 +174,10 @@ class ForwardMode:
         return _split(res, len(eqn.outputs), [differentiable(o.type) for o in eqn.outputs])
 
 
+def _options(eqn: Eqn) -> dict:
+    return {k: eqn.params[k] for k in eqn.op.optional if k in eqn.params}
+
+
 def _split(res: Sequence[Atom], n: int, active: Sequence[bool]):
     outs, extra = list(res[:n]), iter(res[n:])
     return outs, [next(extra) if a else None for a in active]
@@ -198,10 +202,10 @@ def jvp_emit(func: Func, primals: Sequence[Atom], tangents: Sequence[Atom | None
 
 def jvp_func(func: Func, active: Sequence[bool] | None = None) -> Func:
     """``f(*primals, *tangents) -> (*outs, *out_tangents)``: tangents for the ``active``
-    parameters (default: every floating-point one) and for every floating-point result
+    floating-point parameters (default: all of them) and for every floating-point result
     (zeros where it does not depend on them)."""
-    if active is None:
-        active = [differentiable(t) for t in func.in_types]
+    active = [differentiable(t) and (active is None or a)
+              for t, a in zip(func.in_types, active or func.in_types, strict=True)]
     with Builder() as b:
         primals = [b.param(t) for t in func.in_types]
         tangents = [b.param(t) if a else None for t, a in zip(func.in_types, active,

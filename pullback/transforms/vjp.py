@@ -37,6 +37,7 @@ from ..ir.builder import Builder, current
 from ..ir.core import Atom, Block, Eqn, Func, Lit, Var
 from ..ir.rewrite import Env, clone_eqn, free_vars, inline, substitute
 from ..ir.types import StackType, TensorType, int64
+from ..ops import control as C
 from ..ops import elementwise as E
 from ..ops import stack as St
 from ..ops.derivs import const, zeros
@@ -207,31 +208,103 @@ class ReverseMode:
         if is_for:
             lo, hi, stride = bounds
             count = _trip_count(lo, hi, stride)
-            outer[0] = lambda j: E.add(lo, E.mul(E.sub(E.sub(count, const(1, lo.type)), j),
-                                                 stride))
+            outer[0] = lambda j: fit(E.add(lo, E.mul(E.sub(E.sub(count, const(1, lo.type)), j),
+                                                     stride)), body.params[0].type)
             index = lo.type.strong()
         else:
             index = TensorType((), int64)
         fwd, bwd = self.region(body, [False] * off + vcarry, vcarry, outer, index)
-        tape = ctx.take_tape()
-        if is_for:
-            res = current().emit("for_loop", [*bounds, *xs, tape], {"body": fwd})
+        every = eqn.params.get("checkpoint", 0)
+        if every:
+            outs, counted = self._snapshots(ctx, eqn, bounds, xs, every)
+            count = count if is_for else counted
+        elif is_for:
+            res = current().emit("for_loop", [*bounds, *xs, ctx.take_tape()], {"body": fwd})
+            outs, ctx.tape = res[:len(xs)], res[len(xs)]
         else:
-            res = current().emit("while_loop", [*xs, tape, Lit(np.int64(0))],
+            res = current().emit("while_loop", [*xs, ctx.take_tape(), Lit(np.int64(0))],
                                  {"cond": _counting(fwd, eqn.params["cond"], len(xs)),
                                   "body": fwd})
-            count = res[-1]
-        outs, ctx.tape = res[:len(xs)], res[len(xs)]
+            outs, ctx.tape, count = res[:len(xs)], res[len(xs)], res[-1]
 
         def step(ctx: Context, cts: Cotangents) -> None:
             couts = [cts.get_or_zero(o) for o, v in zip(outs, vcarry, strict=True) if v]
-            zero = const(0, index)
-            back = current().emit("for_loop", [zero, count, const(1, index), *couts,
-                                               ctx.btape], {"body": bwd})
+            if every:
+                back = self._segments(ctx, couts, bounds, xs, count, every, fwd, bwd, index)
+            else:
+                back = current().emit("for_loop", [const(0, index), count, const(1, index),
+                                                   *couts, ctx.btape], {"body": bwd})
             _add_all(cts, [x for x, v in zip(xs, vcarry, strict=True) if v], back[:-1])
             ctx.btape = back[-1]
 
         return outs, vcarry, step
+
+    def _snapshots(self, ctx: Context, eqn: Eqn, bounds, xs, every: int):
+        """The forward loop of a checkpointed loop: the plain body, pushing the carried
+        values every ``every`` iterations; returns the results and the iteration count."""
+        b = current()
+        body = eqn.params["body"]
+        types = [x.type for x in xs]
+        counter = TensorType((), int64)
+        index = [body.params[0].type] if bounds else []
+
+        def snapshot_body(*params):
+            i, carry = list(params[:len(index)]), list(params[len(index):len(index) + len(xs)])
+            tape, count = params[-2:]
+            due = E.eq(E.mod(count, Lit(np.int64(every))), Lit(np.int64(0)))
+
+            def push(t, *values):
+                for v in values:
+                    t = St.stack_push(t, v)
+                return [t]
+
+            tape = C.cond(due, tape, *carry, then=b.block([StackType(), *types], push),
+                          orelse=b.block([StackType(), *types], lambda t, *_: [t]))[0]
+            new = inline(body, [*i, *carry])
+            return [*new, tape, E.add(count, Lit(np.int64(1)))]
+
+        blk = b.block([*index, *types, StackType(), counter], snapshot_body)
+        init = [*xs, ctx.take_tape(), Lit(np.int64(0))]
+        if bounds:
+            res = C.for_loop(*bounds, *init, body=blk)
+        else:
+            cond = b.block([*types, StackType(), counter],
+                           lambda *ps: inline(eqn.params["cond"], ps[:len(xs)]))
+            res = C.while_loop(*init, cond=cond, body=blk)
+        ctx.tape = res[len(xs)]
+        return list(res[:len(xs)]), res[-1]
+
+    def _segments(self, ctx: Context, couts, bounds, xs, count, every, fwd, bwd, index):
+        """The backward of a checkpointed loop: segment by segment from the last, restore
+        the snapshot, rerun the segment pushing residuals, then run its backward."""
+        b = current()
+        types = [x.type for x in xs]
+        count = E.convert(count, dtype=int64, weak=False)
+        n_seg = E.floordiv(E.add(count, Lit(np.int64(every - 1))), Lit(np.int64(every)))
+        one = Lit(np.int64(1))
+
+        def segment(s, *carry):
+            *cts, tape = carry
+            start = E.mul(E.sub(E.sub(n_seg, one), s), Lit(np.int64(every)))
+            m = E.min_(Lit(np.int64(every)), E.sub(count, start))
+            snap = []
+            for t in reversed(types):
+                tape, v = St.stack_pop(tape, elem=t)
+                snap.insert(0, v)
+
+            def rerun(j, *state):
+                at = [fit(E.add(bounds[0], E.mul(E.convert(j, dtype=index.dtype, weak=False),
+                                                bounds[2])), fwd.params[0].type)] if bounds else []
+                return inline(fwd, [*at, *state])
+
+            redo = b.block([TensorType((), int64), *types, StackType()], rerun)
+            tape = C.for_loop(start, E.add(start, m), one, *snap, tape, body=redo)[-1]
+            top = E.convert(E.sub(count, start), dtype=index.dtype, weak=False)
+            return list(C.for_loop(E.sub(top, E.convert(m, dtype=index.dtype, weak=False)),
+                                   top, const(1, index), *cts, tape, body=bwd))
+
+        seg = b.block([TensorType((), int64), *[c.type for c in couts], StackType()], segment)
+        return C.for_loop(Lit(np.int64(0)), n_seg, one, *couts, ctx.btape, body=seg)
 
     def call(self, ctx: Context, eqn: Eqn, ins, vin):
         callee = eqn.params["callee"]
@@ -455,10 +528,10 @@ def _distinct(primals: Sequence[Atom], varied: Sequence[bool]) -> list[Atom]:
 
 def vjp_func(func: Func, wrt: Sequence[bool] | None = None) -> Func:
     """``f(*primals, *cts) -> (*outs, *cotangents)``: cotangents of every floating-point
-    result in, cotangents of the ``wrt`` parameters (default: every floating-point one)
+    result in, cotangents of the ``wrt`` floating-point parameters (default: all of them)
     out, zeros where they do not matter."""
-    if wrt is None:
-        wrt = [differentiable(t) for t in func.in_types]
+    wrt = [differentiable(t) and (wrt is None or w)
+           for t, w in zip(func.in_types, wrt or func.in_types, strict=True)]
     with Builder() as b:
         primals = [b.param(t) for t in func.in_types]
         cts = [b.param(t) for t in func.out_types if differentiable(t)]
