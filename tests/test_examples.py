@@ -21,3 +21,9 @@ def test_jit_demo_runs_and_agrees_with_python(capsys):
     out = run("jit_demo.py", capsys)
     assert "func @mlp_newton(" in out and "while_loop" in out and "jit_demo.py:" in out
     assert out.rstrip().endswith("compiled and plain Python agree")
+
+
+def test_grad_demo_runs_and_agrees_with_central_differences(capsys):
+    out = run("grad_demo.py", capsys)
+    assert "func @sqrt_newton(" in out and "stack_push" in out and "stack_pop" in out
+    assert out.rstrip().endswith("every derivative matches central differences")

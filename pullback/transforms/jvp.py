@@ -10,10 +10,11 @@ made concrete only where a block must return one.  Blocks must be closed
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 
 from ..errors import UnsupportedError
-from ..ir.builder import Builder, current
+from ..ir.builder import Builder, current, declare_func
 from ..ir.core import Atom, Block, Eqn, Func, Var
 from ..ir.rewrite import Env, clone_eqn, inline
 from ..ir.types import StackType
@@ -22,6 +23,8 @@ from ..ops.derivs import zeros
 from .activity import differentiable, loop_active
 from .closure import close_func
 from .fit import fit
+
+_serial = itertools.count()
 
 
 def tangent_or_zero(t: Atom | None, typ) -> Atom:
@@ -42,7 +45,7 @@ class ForwardMode:
         env.bind(block.params, primals)
         for p, t in zip(block.params, tangents, strict=True):
             if t is not None:
-                tenv[id(p)] = t
+                tenv[id(p)] = fit(t, p.type)
         for eqn in block.eqns:
             self.eqn(eqn, env, tenv)
         return [env[r] for r in block.results], [tenv.get(id(r)) for r in block.results]
@@ -151,9 +154,10 @@ class ForwardMode:
             return self.twins[id(func)]
         active = [differentiable(t) for t in func.in_types]
         outs = [differentiable(t) for t in func.out_types]
-        twin = Func(f"{func.name}_jvp", None, [*func.out_types,
-                                               *[t for t, a in zip(func.out_types, outs,
-                                                                  strict=True) if a]])
+        twin = declare_func(
+            f"{func.name}_jvp{next(_serial)}",
+            [*func.in_types, *[t for t, a in zip(func.in_types, active, strict=True) if a]],
+            [*func.out_types, *[t for t, a in zip(func.out_types, outs, strict=True) if a]])
         self.twins[id(func)] = twin
         with Builder():
             twin.block = self.region(func.block, func.in_types, active, outs)

@@ -33,7 +33,7 @@ from functools import partial
 import numpy as np
 
 from ..errors import UnsupportedError
-from ..ir.builder import Builder, current
+from ..ir.builder import Builder, current, declare_func
 from ..ir.core import Atom, Block, Eqn, Func, Lit, Var
 from ..ir.rewrite import Env, clone_eqn, free_vars, inline, substitute
 from ..ir.types import StackType, TensorType, int64
@@ -329,9 +329,13 @@ class ReverseMode:
         vin = [differentiable(t) for t in func.in_types]
         vout = [differentiable(t) for t in func.out_types]
         n = next(_serial)
-        fwd = Func(f"{func.name}_fwd{n}", None, [*func.out_types, StackType()])
-        bwd = Func(f"{func.name}_bwd{n}", None,
-                   [*[t for t, v in zip(func.in_types, vin, strict=True) if v], StackType()])
+        fwd = declare_func(f"{func.name}_fwd{n}", [*func.in_types, StackType()],
+                           [*func.out_types, StackType()])
+        bwd = declare_func(f"{func.name}_bwd{n}",
+                           [*[t for t, v in zip(func.out_types, vout, strict=True) if v],
+                            StackType()],
+                           [*[t for t, v in zip(func.in_types, vin, strict=True) if v],
+                            StackType()])
         self.twins[id(func)] = (fwd, bwd)
         with Builder():
             fwd.block, bwd.block = self.region(func.block, vin, vout, {})

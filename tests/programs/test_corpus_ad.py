@@ -106,8 +106,10 @@ def test_jvp_matches_central_differences(case: Case) -> None:
 @pytest.mark.parametrize("case", CASES, ids=_ids(CASES))
 def test_vjp_is_the_transpose_of_central_differences(case: Case) -> None:
     tangent = case.tangent(_rng(case, 0))
-    out, vjp_fn = pb.vjp(case.fn, *case.fresh())
+    args = case.fresh()
+    out, vjp_fn = pb.vjp(case.fn, *args)
     assert_same_tree(out, case.run(case.args), where="primal result of pb.vjp")
+    assert_same_tree(args, case.args, where="arguments after pb.vjp")
     cotangent = random_like(out, _rng(case, 1))
     cts = vjp_fn(cotangent)
     assert isinstance(cts, tuple) and len(cts) == len(case.args)
@@ -125,7 +127,9 @@ def test_grad_matches_central_differences(case: Case) -> None:
     rtol, atol = case.tolerance
     grad = pb.grad(case.fn, argnums=case.argnums)
     for how, fn in (("pb.grad", grad), ("pb.jit(pb.grad)", pb.jit(grad))):
-        got = fn(*case.fresh())
+        args = case.fresh()
+        got = fn(*args)
+        assert_same_tree(args, case.args, where=f"arguments after {how}")
         assert isinstance(got, tuple) and len(got) == len(case.argnums), how
         _check_tree_types(got, tuple(case.args[k] for k in case.argnums), how)
         for k, (g, w) in enumerate(zip(leaves(got), leaves(want), strict=True)):

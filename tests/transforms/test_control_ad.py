@@ -230,10 +230,23 @@ def kepler(m, e):
     return x
 
 
-@pytest.mark.parametrize("a", [0.3, 2.0, 50.0])
+@pytest.mark.parametrize("a", [np.float64(0.3), np.float64(2.0), np.float64(50.0), 7.0])
 def test_newton_sqrt(a):
-    g = check_grad(newton_sqrt, np.float64(a))
+    g = check_grad(newton_sqrt, a)
+    assert type(g) is type(a)  # a NumPy float for a NumPy float, a float for a float
     np.testing.assert_allclose(g, 0.5 / np.sqrt(a), rtol=1e-10)
+
+
+def test_newton_sqrt_float32():
+    def relative(a):
+        x = a
+        while abs(x * x - a) > 1e-5 * a:
+            x = 0.5 * (x + a / x)
+        return x
+
+    g = pb.grad(relative)(np.float32(2.0))
+    assert g.dtype == np.float32
+    np.testing.assert_allclose(g, numeric_grad(relative, [np.float64(2.0)]), rtol=1e-4)
 
 
 def test_newton_cube_roots():
@@ -558,8 +571,23 @@ def test_mutation(f, x):
     np.testing.assert_array_equal(x, before)  # the caller's array is untouched
 
 
+def argument_at_cursor(x):
+    """Writes to the argument at a run-time cursor, in a loop that stops on the data."""
+    k = 0
+    while x[k] > 0 and k < x.shape[0] - 1:
+        x[k + 1] += x[k] * 0.5
+        k += 1
+    return np.sum(x**2)
+
+
 def test_buffer_written_in_a_while_loop():
     check_grad(iterates_in_buffer, np.float64(3.0))
+
+
+@pytest.mark.parametrize("x", [[0.5, 0.3, -0.2, 0.7], [0.5, 0.3, 0.2, 0.7], [-0.5, 0.3, 0.2]])
+def test_argument_written_at_a_run_time_cursor(x):
+    x = np.array(x)
+    check_grad(argument_at_cursor, x)
 
 
 def test_mutation_second_order():
@@ -647,6 +675,34 @@ def while_in_cond(x):
     return y
 
 
+def nested_whiles(x):
+    s = 0.0
+    while x > 0.2:
+        y = x
+        while y < 5:
+            y = y * 1.7 + 0.1
+        s = s + np.log(y) * x
+        x = x * 0.6
+    return s
+
+
+def over_rows(a):
+    s = 0.0
+    for row in a:
+        s = s + np.sum(np.tanh(row)) * row[0]
+    return s
+
+
+def for_else(x):
+    for i in range(x.shape[0]):
+        if x[i] > 2:
+            y = x[i] * 2
+            break
+    else:
+        y = np.sum(x)
+    return y * x[0]
+
+
 def early_return_in_while(x):
     k = 0.0
     while k < 50:
@@ -668,6 +724,11 @@ def early_return_in_while(x):
     (for_in_while, np.array([0.5, -0.9, 0.8])),
     (cond_in_while, np.float64(20.0)),
     (cond_in_while, np.float64(1.7)),
+    (cond_in_while, np.float64(0.05)),  # the loop never runs
+    (nested_whiles, np.float64(3.0)),
+    (over_rows, np.arange(6.0).reshape(2, 3) / 5),
+    (for_else, np.array([0.5, 1.0, 3.0])),
+    (for_else, np.array([0.5, 1.0, 1.0])),
     (while_in_cond, np.float64(5.0)),
     (while_in_cond, np.float64(0.3)),
     (early_return_in_while, np.float64(0.7)),
@@ -675,6 +736,35 @@ def early_return_in_while(x):
 ], ids=lambda v: getattr(v, "__name__", ""))
 def test_control(f, x):
     check_grad(f, x)
+
+
+def run_time_range(x, n):
+    for i in range(n):
+        x = x * 1.1 + np.sin(x) * i
+        if x > 50:
+            break
+    return x
+
+
+@pytest.mark.parametrize("n", [0, 3, 9])
+def test_loop_over_a_run_time_range(n):
+    check_grad(run_time_range, np.float64(0.3), np.int64(n))
+
+
+def long_loop(x, n):
+    k = 0
+    while k < n:
+        x = x + 0.001 * np.sin(x) * x
+        k += 1
+    return x
+
+
+def test_long_tape():
+    """Thousands of iterations, each pushing its residuals on the tape."""
+    check_grad(long_loop, np.float64(0.5), np.int64(2000))
+    want = numeric_hessian(lambda y: long_loop(y, 2000), np.float64(0.5))
+    assert_tree_close(pb.hessian(long_loop)(np.float64(0.5), np.int64(2000)), want, 1e-5,
+                      "hessian")
 
 
 # -- 7. Integers and booleans carry no derivative ----------------------------------------
@@ -742,6 +832,8 @@ def test_grad_of_a_python_int_argument_is_refused():
 def test_grad_of_an_integer_array_is_refused():
     with pytest.raises(pb.CompileError, match="argument 0 has an integer or boolean array"):
         pb.grad(lambda x: np.sum(x * 2.0))(np.arange(3))
+    with pytest.raises(pb.CompileError, match=r"argument 1 has an integer .*\(i64\[\]\)"):
+        pb.grad(lambda x, n: x * n, argnums=1)(2.0, np.int64(3))
 
 
 @pytest.mark.parametrize("f", [lambda x: x * 2, lambda x: np.argmax(x)])
