@@ -1,7 +1,10 @@
 """The reference backend: evaluate graph IR with each op's NumPy ``impl``.
 
 It is the semantics every other backend is tested against, so it checks what the ops
-return against what their shape rules promised.
+return against what their shape rules promised.  Blocks are turned once per run into
+lists of steps; values live in one dictionary per function invocation (values are SSA,
+so a loop body simply overwrites its previous iteration's).  Floating-point warnings are
+silenced for the whole run: inf and nan are values, as in NumPy code.
 """
 
 from __future__ import annotations
@@ -15,27 +18,6 @@ from ..ir.core import Block, Func, Lit, Module
 from ..ir.types import StackType, TensorType, Type
 
 
-class _Env:
-    """Values of the Vars in scope: this block's, then those of enclosing blocks."""
-
-    __slots__ = ("vals", "parent")
-
-    def __init__(self, parent: _Env | None = None):
-        self.vals: dict[int, Any] = {}
-        self.parent = parent
-
-    def __getitem__(self, v) -> Any:
-        if isinstance(v, Lit):
-            return v.value
-        env = self
-        while env is not None:
-            try:
-                return env.vals[id(v)]
-            except KeyError:
-                env = env.parent
-        raise KeyError(f"{v!r} has no value (unbound in this scope)")
-
-
 def _checked(value: Any, t: Type, what: str) -> Any:
     if isinstance(t, StackType):
         if not isinstance(value, list):
@@ -47,29 +29,49 @@ def _checked(value: Any, t: Type, what: str) -> Any:
     return arr
 
 
-def _run_block(block: Block, args: Sequence[Any], parent: _Env | None) -> list[Any]:
-    env = _Env(parent)
-    for p, a in zip(block.params, args, strict=True):
-        env.vals[id(p)] = a
+class _Program:
+    """The blocks of one run, each compiled on first use to ``(op, inputs, outputs,
+    params)`` steps; an input is ``(True, constant)`` or ``(False, value id)``."""
 
-    def run(blk: Block, *xs: Any) -> list[Any]:
-        return _run_block(blk, xs, env)
+    def __init__(self):
+        self.compiled: dict[int, tuple[Block, list]] = {}
 
-    for eqn in block.eqns:
-        op = eqn.op
-        ins = [env[a] for a in eqn.inputs]
-        if op.owns_code:
-            outs = op.impl(*ins, run=run, **eqn.params)
-        else:
-            outs = op.impl(*ins, **eqn.params)
-        if not op.multiple_results:
-            outs = [outs]
-        if len(outs) != len(eqn.outputs):
-            raise TypeError(f"{op.name}: impl returned {len(outs)} values, expected "
-                            f"{len(eqn.outputs)}")
-        for v, o in zip(eqn.outputs, outs, strict=True):
-            env.vals[id(v)] = _checked(o, v.type, op.name)
-    return [env[r] for r in block.results]
+    def steps(self, block: Block) -> list:
+        entry = self.compiled.get(id(block))
+        if entry is None:
+            steps = []
+            for eqn in block.eqns:
+                ins = [(True, a.value) if isinstance(a, Lit) else (False, id(a))
+                       for a in eqn.inputs]
+                outs = [(id(v), v.type) for v in eqn.outputs]
+                steps.append((eqn.op, ins, outs, eqn.params))
+            entry = self.compiled[id(block)] = (block, steps)
+        return entry[1]
+
+    def run_block(self, block: Block, args: Sequence[Any], env: dict) -> list[Any]:
+        for p, a in zip(block.params, args, strict=True):
+            env[id(p)] = a
+
+        def run(blk: Block, *xs: Any) -> list[Any]:
+            return self.run_block(blk, xs, env)
+
+        def call(blk: Block, *xs: Any) -> list[Any]:  # a function: values of its own
+            return self.run_block(blk, xs, {})
+
+        for op, ins, outs, params in self.steps(block):
+            vals = [k if lit else env[k] for lit, k in ins]
+            if op.owns_code:
+                result = op.impl(*vals, run=call if op.name == "call" else run, **params)
+            else:
+                result = op.impl(*vals, **params)
+            if not op.multiple_results:
+                result = [result]
+            if len(result) != len(outs):
+                raise TypeError(f"{op.name}: impl returned {len(result)} values, expected "
+                                f"{len(outs)}")
+            for (key, t), value in zip(outs, result, strict=True):
+                env[key] = _checked(value, t, op.name)
+        return [r.value if isinstance(r, Lit) else env[id(r)] for r in block.results]
 
 
 def _as_input(x: Any, t: Type, i: int) -> Any:
@@ -93,4 +95,5 @@ def run(fn: Func | Module, *args: Any) -> list[Any]:
     if len(args) != len(func.in_types):
         raise TypeError(f"@{func.name} takes {len(func.in_types)} arguments, got {len(args)}")
     xs = [_as_input(x, t, i) for i, (x, t) in enumerate(zip(args, func.in_types, strict=True))]
-    return _run_block(func.block, xs, None)
+    with np.errstate(all="ignore"):
+        return _Program().run_block(func.block, xs, {})

@@ -11,7 +11,8 @@ Conventions every op follows:
 * ``infer(in_types, **params)`` returns one type, or a list of types when
   ``multiple_results``; it raises ``ShapeError`` with the offending shapes.
 * ``impl(*arrays, **params)`` returns one NumPy array (or a list) of exactly the
-  inferred types.  Ops that own blocks receive ``run=`` as well, a callable
+  inferred types.  It runs with NumPy's floating-point warnings silenced: inf and nan
+  are values here, as in plain NumPy code.  Ops that own blocks receive ``run=`` as well, a callable
   ``run(block, *arrays) -> list[arrays]`` that evaluates a block.
 * Calling an op (``add(x, y)``) emits it into the current builder; Python and NumPy
   constants become ``Lit`` operands.

@@ -58,17 +58,6 @@ def _elementwise_type(name, kinds, types, out_dtype=None) -> TensorType:
     return TensorType(shape, dt, weak=shape == () and all(t.weak for t in types))
 
 
-def quiet(fn):
-    """A NumPy impl with floating-point warnings silenced (inf/nan are values here)."""
-
-    def impl(*xs, **params):
-        with np.errstate(all="ignore"):
-            return fn(*xs, **params)
-
-    impl.__name__ = getattr(fn, "__name__", "impl")
-    return impl
-
-
 def _unary_rules(deriv):
     """jvp and vjp of ``y = f(x)`` from ``deriv(x, y)``; ``deriv=None``: zero."""
     if deriv is None:
@@ -89,7 +78,7 @@ def unary(name: str, fn, kinds: str = "f", deriv=None) -> Op:
     return Op(
         name,
         infer=lambda ts: _elementwise_type(name, kinds, ts),
-        impl=quiet(fn),
+        impl=fn,
         fusion="elementwise",
         jvp=jvp,
         vjp=vjp,
@@ -135,7 +124,7 @@ def binary(name: str, fn, kinds: str = "if", out_dtype=None, partials=None) -> O
     return Op(
         name,
         infer=lambda ts: _elementwise_type(name, kinds, ts, out_dtype),
-        impl=quiet(fn),
+        impl=fn,
         fusion="elementwise",
         jvp=jvp,
         vjp=vjp,
@@ -312,7 +301,7 @@ def _convert_vjp(primals, outs, cts, dtype, weak):
 convert = Op(
     "convert",
     infer=_convert_infer,
-    impl=quiet(lambda x, dtype, weak: np.asarray(x).astype(dtype.np)),
+    impl=lambda x, dtype, weak: np.asarray(x).astype(dtype.np),
     params={"dtype": "dtype", "weak": "bool"},
     fusion="elementwise",
     jvp=_convert_jvp,

@@ -178,14 +178,6 @@ def _solve(a: Atom, b: Atom, left_side: bool, lower: bool = True, transpose_a: b
                             unit_diagonal=unit_diagonal)
 
 
-def quiet(fn):
-    """An impl with floating-point warnings silenced (inf/nan are values here)."""
-
-    def impl(*xs, **params):
-        with np.errstate(all="ignore"):
-            return fn(*xs, **params)
-
-    return impl
 
 
 # -- cholesky ---------------------------------------------------------------------------
@@ -240,7 +232,7 @@ def _cholesky_vjp(primals, outs, cts):
     return [_phi(E.add(s, _mT(s)))]
 
 
-cholesky = Op("cholesky", infer=_cholesky_infer, impl=quiet(_cholesky_impl),
+cholesky = Op("cholesky", infer=_cholesky_infer, impl=_cholesky_impl,
               jvp=_cholesky_jvp, vjp=_cholesky_vjp)
 
 
@@ -319,7 +311,7 @@ def _triangular_solve_vjp(primals, outs, cts, left_side, lower, transpose_a, uni
 triangular_solve = Op(
     "triangular_solve",
     infer=_triangular_solve_infer,
-    impl=quiet(_triangular_solve_impl),
+    impl=_triangular_solve_impl,
     params={"left_side": "bool", "lower": "bool", "transpose_a": "bool", "unit_diagonal": "bool"},
     jvp=_triangular_solve_jvp,
     vjp=_triangular_solve_vjp,
@@ -417,5 +409,5 @@ def _lu_vjp(primals, outs, cts):
     return [_permute_rows(y, perm, inverse=True)]
 
 
-lu = Op("lu", infer=_lu_infer, impl=quiet(_lu_impl), multiple_results=True,
+lu = Op("lu", infer=_lu_infer, impl=_lu_impl, multiple_results=True,
         jvp=_lu_jvp, vjp=_lu_vjp)

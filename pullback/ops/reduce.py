@@ -25,7 +25,7 @@ from ..ir.types import TensorType, int64
 from . import elementwise as E
 from . import shape as S
 from .derivs import const
-from .elementwise import check_kinds, quiet
+from .elementwise import check_kinds
 from .shape import linear_jvp
 
 
@@ -70,7 +70,7 @@ def _reduction(name: str, fn, kinds: str, rules, no_identity: str | None = None)
     return Op(
         name,
         infer=_reduce_infer(name, kinds, no_identity),
-        impl=quiet(lambda x, axes: np.asarray(fn(x, axis=axes)).astype(x.dtype, copy=False)),
+        impl=lambda x, axes: np.asarray(fn(x, axis=axes)).astype(x.dtype, copy=False),
         params={"axes": "ints"},
         fusion="reduction",
         jvp=jvp,
@@ -221,7 +221,6 @@ def _cumulative(name: str, fn, rules) -> Op:
     (what the transpose of the forward accumulation needs).  ``rules``: ``(jvp, vjp)``."""
     jvp, vjp = rules
 
-    @quiet
     def impl(x, axis, reverse):
         if not reverse:
             return fn(x, axis=axis, dtype=x.dtype)
