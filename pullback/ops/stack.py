@@ -22,6 +22,29 @@ from ..ir.types import StackType, TensorType
 from .derivs import zeros
 
 
+class Tape(list):
+    """The reference backend's stack: a list that counts the bytes it holds."""
+
+    __slots__ = ("nbytes",)
+
+    def __init__(self):
+        super().__init__()
+        self.nbytes = 0
+
+
+class TapeStats:
+    """The most bytes any one stack held since ``reset`` (what reverse mode keeps)."""
+
+    def __init__(self):
+        self.peak = 0
+
+    def reset(self) -> None:
+        self.peak = 0
+
+
+TAPE_STATS = TapeStats()
+
+
 def _expect_stack(op: str, t) -> StackType:
     if not isinstance(t, StackType):
         raise ShapeError(f"{op}: expected a stack operand, got {t}")
@@ -42,7 +65,7 @@ def _new_jvp(primals, tangents, outs):
     return [stack_new()]
 
 
-stack_new = Op("stack_new", infer=_new_infer, impl=lambda: [], jvp=_new_jvp,
+stack_new = Op("stack_new", infer=_new_infer, impl=Tape, jvp=_new_jvp,
                vjp=lambda primals, outs, cts: [])
 
 
@@ -56,6 +79,8 @@ def _push_infer(ts):
 
 def _push_impl(s, x):
     s.append(np.array(x, copy=True))
+    s.nbytes += x.nbytes
+    TAPE_STATS.peak = max(TAPE_STATS.peak, s.nbytes)
     return s
 
 
@@ -91,6 +116,7 @@ def _pop_impl(s, elem):
     if not s:
         raise IndexError("pop from an empty stack")
     x = s.pop()
+    s.nbytes -= x.nbytes
     if x.dtype != elem.dtype.np or x.shape != elem.shape:
         raise TypeError(f"stack_pop: popped {x.dtype}{list(x.shape)}, expected {elem}")
     return [s, x]
