@@ -112,12 +112,14 @@ def _stage(fn: Callable, sig: Signature, name: str, stager: Stager, leaves: list
     with Builder() as b:
         cells: dict[int, Ref] = {}
         abstract = []
+        runtime = [i for i, x in enumerate(leaves) if _leaf_kind(x) is not None]
+        first = dict(zip(runtime, sig.alias, strict=True))
         for i, x in enumerate(leaves):
             kind = _leaf_kind(x)
             if kind is None:
                 abstract.append(x)
                 continue
-            j = sig.alias[sig.dynamic.index(i)] if i in sig.dynamic else i
+            j = first[i]
             if j not in cells:
                 var = b.param(type_of_value(x), hint=f"arg{i}")
                 cells[j] = Ref(var, "array" if kind == "array" else "scalar",

@@ -26,6 +26,7 @@ A cotangent ``None`` is a symbolic zero; blocks are closed first
 
 from __future__ import annotations
 
+import collections
 import itertools
 from collections.abc import Callable, Sequence
 from functools import partial
@@ -518,16 +519,12 @@ def vjp_emit(func: Func, primals: Sequence[Atom], varied: Sequence[bool]
 
 
 def _distinct(primals: Sequence[Atom], varied: Sequence[bool]) -> list[Atom]:
-    """The varied primals as distinct values, so each gets its own cotangent even when
-    the caller passes one value twice."""
-    seen: set[int] = set()
-    out = []
-    for a, v in zip(primals, varied, strict=True):
-        if v and (not isinstance(a, Var) or id(a) in seen):
-            a = E.convert(a, dtype=a.type.dtype, weak=a.type.weak)
-        seen.add(id(a))
-        out.append(a)
-    return out
+    """The varied primals as values of their own, so each gets its own cotangent even
+    when the caller passes one value for several parameters."""
+    uses = collections.Counter(id(a) for a in primals)
+    return [E.convert(a, dtype=a.type.dtype, weak=a.type.weak)
+            if v and (not isinstance(a, Var) or uses[id(a)] > 1) else a
+            for a, v in zip(primals, varied, strict=True)]
 
 
 def vjp_func(func: Func, wrt: Sequence[bool] | None = None) -> Func:
