@@ -85,8 +85,9 @@ class _Args:
             self.positions.append(pos)
 
     def varied(self, nums: Sequence[int], who: str) -> list[bool]:
-        """Which operands are differentiated: the float leaves of the ``nums`` arguments;
-        integer ones are refused."""
+        """Which operands are differentiated: the float leaves of the ``nums`` arguments
+        (their integer leaves get no derivative); an argument with no float leaf is
+        refused."""
         varied = [False] * len(self.sub.operands)
         for k in nums:
             leaves = self.sub.arg_leaves[k]
@@ -98,14 +99,15 @@ class _Args:
                     "floating-point arrays and floats",
                     hint="pass a float (1.0, np.float64(1)) or a float array, or leave it out "
                     "of argnums")
-            for x, q in zip(leaves, self.positions[k], strict=True):
-                if q is None:
-                    continue
-                if not x.type.dtype.is_float:
-                    raise CompileError(
-                        f"{who}: argument {k} has an integer or boolean array ({x.type}); "
-                        "derivatives are taken with respect to floating-point values",
-                        hint="convert it with .astype(np.float64), or leave it out of argnums")
+            floats = [q for x, q in zip(leaves, self.positions[k], strict=True)
+                      if q is not None and x.type.dtype.is_float]
+            if not floats:
+                types = ", ".join(str(x.type) for x in leaves if isinstance(x, Ref))
+                raise CompileError(
+                    f"{who}: argument {k} holds only integer or boolean values ({types}); "
+                    "derivatives are taken with respect to floating-point values",
+                    hint="convert it with .astype(np.float64), or leave it out of argnums")
+            for q in floats:
                 varied[q] = True
         return varied
 

@@ -118,7 +118,7 @@ def test_a_result_that_does_not_depend_on_the_argument_gets_zeros():
 
 @pytest.mark.parametrize("fn, args, match", [
     (lambda n, x: x * n, (3, 1.0), "argument 0 .* compile-time value"),
-    (lambda i: np.sum(i * 1.0), (np.arange(3),), "integer or boolean array"),
+    (lambda i: np.sum(i * 1.0), (np.arange(3),), "only integer or boolean values"),
     (lambda x: x * 2.0, (X,), "float scalar, but it returns a value of type f64\\[3\\]"),
     (lambda x: np.argmax(x), (X,), "float scalar"),
 ])
@@ -134,3 +134,12 @@ def test_zero_derivatives_of_piecewise_constant_ops():
     want = np.floor(X) + np.sign(X)
     want[np.argmax(X)] += 1
     np.testing.assert_allclose(pb.grad(f)(X), want)
+
+
+def test_integer_leaves_of_a_differentiated_structure_get_none():
+    def f(p):
+        return np.sum(p["w"] * p["n"])
+
+    g = pb.grad(f)({"w": X, "n": np.arange(3)})
+    np.testing.assert_allclose(g["w"], np.arange(3))
+    assert g["n"] is None
