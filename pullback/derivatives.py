@@ -129,6 +129,17 @@ class _Args:
         return trees[0] if single else trees
 
 
+def _differentiated(st: Stager, fn: Callable, args: list, kwargs: dict,
+                    argnums: int | Sequence[int], who: str):
+    """``fn`` staged on its own, where its arguments are among the operands, the
+    ``argnums`` as indices, and which operands are differentiated."""
+    args, kwargs = _bind(fn, args, kwargs)
+    nums = _argnums(argnums, len(args), who)
+    sub = st.stage_subfunction(fn, args, kwargs)
+    where = _Args(sub)
+    return sub, where, nums, where.varied(nums, who)
+
+
 def _loss(value: Any, has_aux: bool, who: str) -> tuple[Any, Any]:
     if has_aux:
         if not (isinstance(value, tuple) and len(value) == 2):
@@ -183,11 +194,8 @@ class Grad(Transform):
 
     def __pb_stage__(self, st: Stager, args: list, kwargs: dict) -> Any:
         who = "pb.value_and_grad" if self.with_value else "pb.grad"
-        args, kwargs = _bind(self.fn, args, kwargs)
-        nums = _argnums(self.argnums, len(args), who)
-        sub = st.stage_subfunction(self.fn, args, kwargs)
-        where = _Args(sub)
-        outs, backward = vjp_emit(sub.func, sub.operands, where.varied(nums, who))
+        sub, where, nums, varied = _differentiated(st, self.fn, args, kwargs, self.argnums, who)
+        outs, backward = vjp_emit(sub.func, sub.operands, varied)
         value = sub.rebuild(outs)
         loss, aux = _loss(value, self.has_aux, who)
         grads = where.grads(nums, backward(_one_for(loss, outs, who)),
@@ -247,19 +255,22 @@ def _stage_jvp(st: Stager, fn: Callable, primals: Any, tangents: Any) -> Any:
     return sub.rebuild(outs), sub.rebuild(full)
 
 
-class _JVPOf(Transform):
-    def __init__(self, fn: Callable):
-        self.fn = fn
-        self.__name__ = f"jvp_{getattr(fn, '__name__', 'f')}"
+class _Helper(Transform):
+    """A compiled function of ``(primals, second)``: what ``pb.jvp`` and ``pb.vjp``'s
+    ``vjp_fn`` run when called from plain Python."""
+
+    def __init__(self, name: str, stage: Callable[[Stager, tuple, Any], Any]):
+        self.fn = stage
+        self.__name__ = name
         self.__signature__ = inspect.signature(self.__call__)
         self._jitted = None
 
-    def __call__(self, primals: tuple, tangents: tuple) -> Any:
-        return super().__call__(primals, tangents)
+    def __call__(self, primals: tuple, second: Any) -> Any:
+        return super().__call__(primals, second)
 
     def __pb_stage__(self, st: Stager, args: list, kwargs: dict) -> Any:
-        (primals, tangents), _ = _bind(self.__call__, args, kwargs)
-        return _stage_jvp(st, self.fn, primals, tangents)
+        (primals, second), _ = _bind(self.__call__, args, kwargs)
+        return self.fn(st, primals, second)
 
 
 _cache: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -281,7 +292,10 @@ class _JVP:
     mode, one pass, for any number of inputs."""
 
     def __call__(self, fn: Callable, primals: Sequence, tangents: Sequence) -> Any:
-        return _cached(fn, ("jvp",), lambda: _JVPOf(fn))(tuple(primals), tuple(tangents))
+        jvp_of = _cached(fn, ("jvp",), lambda: _Helper(
+            f"jvp_{getattr(fn, '__name__', 'f')}",
+            lambda st, p, t: _stage_jvp(st, fn, p, t)))
+        return jvp_of(tuple(primals), tuple(tangents))
 
     def __pb_stage__(self, st: Stager, args: list, kwargs: dict) -> Any:
         (fn, primals, tangents), _ = _bind(self.__call__, args, kwargs)
@@ -338,24 +352,12 @@ def _stage_vjp(st: Stager, fn: Callable, primals: list, has_aux: bool) -> tuple:
     return where, out, aux, outs, backward
 
 
-class _VJPOf(Transform):
-    """``(primals, ct) -> cotangents of the primals``: what ``vjp_fn`` computes when
-    ``pb.vjp`` is called from plain Python (forward and backward in one compiled run)."""
-
-    def __init__(self, fn: Callable, has_aux: bool):
-        self.fn, self.has_aux = fn, has_aux
-        self.__name__ = f"vjp_{getattr(fn, '__name__', 'f')}"
-        self.__signature__ = inspect.signature(self.__call__)
-        self._jitted = None
-
-    def __call__(self, primals: tuple, ct: Any) -> Any:
-        return super().__call__(primals, ct)
-
-    def __pb_stage__(self, st: Stager, args: list, kwargs: dict) -> Any:
-        (primals, ct), _ = _bind(self.__call__, args, kwargs)
-        where, out, _, outs, backward = _stage_vjp(st, self.fn, list(primals), self.has_aux)
-        cts = backward(_out_cts(where.sub, outs, out, ct))
-        return where.grads(range(len(primals)), cts, single=False)
+def _stage_vjp_of(st: Stager, fn: Callable, primals: tuple, ct: Any, has_aux: bool) -> Any:
+    """Cotangents of ``primals`` for the result's cotangent ``ct``: forward and backward
+    in one staged function."""
+    where, out, _, outs, backward = _stage_vjp(st, fn, list(primals), has_aux)
+    cts = backward(_out_cts(where.sub, outs, out, ct))
+    return where.grads(range(len(primals)), cts, single=False)
 
 
 class _VJP:
@@ -371,7 +373,9 @@ class _VJP:
 
         value = _cached(fn, ("jit",), lambda: jit(fn))(*primals)
         out, aux = _loss(value, has_aux, "pb.vjp")
-        backward = _cached(fn, ("vjp", has_aux), lambda: _VJPOf(fn, has_aux))
+        backward = _cached(fn, ("vjp", has_aux), lambda: _Helper(
+            f"vjp_{getattr(fn, '__name__', 'f')}",
+            lambda st, p, ct: _stage_vjp_of(st, fn, p, ct, has_aux)))
         vjp_fn = functools.partial(backward, tuple(primals))
         return (out, vjp_fn, aux) if has_aux else (out, vjp_fn)
 
@@ -431,11 +435,7 @@ class Jacobian(Transform):
 
     def __pb_stage__(self, st: Stager, args: list, kwargs: dict) -> Any:
         who = "pb.jacfwd" if self.forward else "pb.jacrev"
-        args, kwargs = _bind(self.fn, args, kwargs)
-        nums = _argnums(self.argnums, len(args), who)
-        sub = st.stage_subfunction(self.fn, args, kwargs)
-        where = _Args(sub)
-        varied = where.varied(nums, who)
+        sub, where, nums, varied = _differentiated(st, self.fn, args, kwargs, self.argnums, who)
         ins = [q for q, v in enumerate(varied) if v]
         in_types = [sub.operands[q].type for q in ins]
         probe_outs = list(sub.func.out_types)

@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 
 import pullback as pb
+from programs.p_recursion import adaptive_simpson
 
 Argnums = int | tuple[int, ...]
 
@@ -438,26 +439,6 @@ def dynamic_power(x, n):
     return np.sum(_dynamic_power(x, n))
 
 
-def _simpson(f, a, b, fa, fm, fb, whole, tol):
-    m = 0.5 * (a + b)
-    flm, frm = f(0.5 * (a + m)), f(0.5 * (m + b))
-    left = (m - a) / 6 * (fa + 4 * flm + fm)
-    right = (b - m) / 6 * (fm + 4 * frm + fb)
-    if abs(left + right - whole) <= 15 * tol:
-        return left + right + (left + right - whole) / 15
-    return (_simpson(f, a, m, fa, flm, fm, left, tol / 2)
-            + _simpson(f, m, b, fm, frm, fb, right, tol / 2))
-
-
-def adaptive_simpson(a, b):
-    """The integral of exp(-a x^2) cos(b x) over [0, 2]."""
-    def f(x):
-        return np.exp(-a * x * x) * np.cos(b * x)
-
-    fa, fm, fb = f(0.0), f(1.0), f(2.0)
-    return _simpson(f, 0.0, 2.0, fa, fm, fb, 2 / 6 * (fa + 4 * fm + fb), 1e-7)
-
-
 # Repeated squaring (tripling) multiplies rounding errors by 2^depth (3^depth): central
 # differences need a longer step than elsewhere.
 
@@ -486,7 +467,7 @@ def test_recursive_power_with_dynamic_exponent():
 
 def test_adaptive_simpson():
     a, b = np.float64(0.8), np.float64(1.7)
-    da, db = check_grad(adaptive_simpson, a, b, argnums=(0, 1), rtol=1e-5)
+    da, db = check_grad(adaptive_simpson, a, b, 1e-7, argnums=(0, 1), rtol=1e-5)
     xs = np.linspace(0, 2, 20001)
     w = np.exp(-a * xs * xs)
     np.testing.assert_allclose(da, np.trapezoid(-xs * xs * w * np.cos(b * xs), xs), atol=1e-5)
