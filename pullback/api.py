@@ -4,6 +4,7 @@
 Arguments are pytrees.  NumPy arrays, NumPy scalars and Python floats are run-time
 values; Python ints, bools, strings, None and other objects are compile-time (static)
 values, part of the cache key, as are the arguments named in ``static_argnames``.
+``PULLBACK_VERIFY=1`` runs the IR verifier on every specialisation (the tests do).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from .frontend.values import Ref
 from .ir.builder import Builder
 from .ir.core import Func
 from .ir.types import type_of_value
+from .ir.verify import verify
 from .tree import TreeDef, tree_flatten, tree_unflatten
 
 BACKENDS = ("interp",)
@@ -188,6 +190,8 @@ class Jitted:
                     staged = stage(self.fn, sig, name)
                     if "ir" in os.environ.get("PULLBACK_DUMP", "").split(","):
                         print(staged.func)
+                    if os.environ.get("PULLBACK_VERIFY"):
+                        verify(staged.func)
                     self._cache[sig.key] = staged
         return staged, sig
 
