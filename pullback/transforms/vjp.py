@@ -500,13 +500,19 @@ def vjp_emit(func: Func, primals: Sequence[Atom], varied: Sequence[bool]
     rev = ReverseMode()
     ctx = Context(None)
     outs = rev.forward(ctx, closed.block, primals, varied)
+    home = current().frame
     done = []
 
     def backward(cts: Sequence[Atom | None]) -> list[Atom | None]:
-        if done and ctx.tape is not None:
+        if ctx.tape is not None and done:
             raise UnsupportedError(
                 "the backward pass of this vjp was already emitted and its residual tape "
                 "consumed", hint="call pb.vjp again for a second backward pass")
+        if ctx.tape is not None and current().frame is not home:
+            raise UnsupportedError(
+                "the backward pass of a vjp through loops must run where pb.vjp was called, "
+                "not inside a loop or branch (it consumes the residual tape once)",
+                hint="call vjp_fn next to pb.vjp, or call pb.vjp inside the loop")
         done.append(True)
         env = Cotangents(ctx)
         ctx.btape = ctx.tape

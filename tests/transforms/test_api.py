@@ -143,3 +143,26 @@ def test_integer_leaves_of_a_differentiated_structure_get_none():
     g = pb.grad(f)({"w": X, "n": np.arange(3)})
     np.testing.assert_allclose(g["w"], np.arange(3))
     assert g["n"] is None
+
+
+def test_a_vjp_through_a_loop_is_refused_where_its_tape_would_be_consumed_twice():
+    def f(x):
+        for _ in range(3):
+            x = np.sin(x)
+        return x
+
+    def twice(x):
+        _, back = pb.vjp(f, x)
+        return back(1.0)[0] + back(2.0)[0]
+
+    def in_loop(x, n):
+        _, back = pb.vjp(f, x)
+        total = 0.0 * x
+        for k in range(n):
+            total = total + back(1.0)[0]
+        return total
+
+    with pytest.raises(pb.CompileError, match="already emitted"):
+        pb.jit(twice)(0.5)
+    with pytest.raises(pb.CompileError, match="where pb.vjp was called"):
+        pb.jit(in_loop)(0.5, np.int64(2))
