@@ -129,7 +129,11 @@ def _stage(fn: Callable, sig: Signature, name: str, stager: Stager, leaves: list
             abstract.append(cells[j])
         stager.arguments = list(cells.values())
         arguments = tree_unflatten(sig.tree, abstract)
-        result = stager.call(fn, [], {**arguments, **static})
+        sig_fn = inspect.signature(fn)
+        merged = {**arguments, **static}
+        bound = inspect.BoundArguments(sig_fn, {n: merged[n] for n in sig_fn.parameters
+                                                if n in merged})
+        result = stager.call(fn, list(bound.args), dict(bound.kwargs))
         out_leaves, out_tree = tree_flatten(result)
         results, outputs = [], []
         arg_of = {id(cell): j for j, cell in cells.items() if cell.kind == "array"}

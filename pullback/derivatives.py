@@ -371,7 +371,11 @@ class _VJP:
     def __call__(self, fn: Callable, *primals: Any, has_aux: bool = False) -> tuple:
         from .api import jit
 
-        value = _cached(fn, ("jit",), lambda: jit(fn))(*primals)
+        def copied() -> Any:  # fn may write to its arguments; the caller's stay as they are
+            return tree_map(lambda x: x.copy() if isinstance(x, np.ndarray) else x, primals)
+
+        value = _cached(fn, ("jit",), lambda: jit(fn))(*copied())
+        primals = copied()
         out, aux = _loss(value, has_aux, "pb.vjp")
         backward = _cached(fn, ("vjp", has_aux), lambda: _Helper(
             f"vjp_{getattr(fn, '__name__', 'f')}",

@@ -378,13 +378,13 @@ class CallMixin:
                     raise UnsupportedError("a function cannot return an f-string of run-time "
                                            "values")
                 results = [x.get() for x in out_leaves if isinstance(x, Ref)]
+                spec_leaves = [("dyn", x.type, x.kind) if isinstance(x, Ref) else ("static", x)
+                               for x in out_leaves]
             finally:
                 FUNC_DEPTH.reset(tokens[0])
                 CAPTURES.reset(tokens[1])
             b.frame.params.extend(v for _, v in captures.values())
             func = b.finish(name.replace("<lambda>", "lambda"), results)
-        spec_leaves = [("dyn", x.raw().type, x.kind) if isinstance(x, Ref) else ("static", x)
-                       for x in out_leaves]
         operands = [r.get() for r in refs] + [r.get() for r, _ in captures.values()]
         return SubFunction(func, operands, [leaves for leaves, _ in flat],
                            [tree for _, tree in flat], (out_tree, spec_leaves, None),

@@ -158,7 +158,7 @@ def test_a_vjp_through_a_loop_is_refused_where_its_tape_would_be_consumed_twice(
     def in_loop(x, n):
         _, back = pb.vjp(f, x)
         total = 0.0 * x
-        for k in range(n):
+        for _ in range(n):
             total = total + back(1.0)[0]
         return total
 
@@ -166,3 +166,24 @@ def test_a_vjp_through_a_loop_is_refused_where_its_tape_would_be_consumed_twice(
         pb.jit(twice)(0.5)
     with pytest.raises(pb.CompileError, match="where pb.vjp was called"):
         pb.jit(in_loop)(0.5, np.int64(2))
+
+
+def test_functions_with_star_args_and_keyword_only_arguments():
+    def total(*xs, scale=1.0):
+        return sum(xs) * scale
+
+    np.testing.assert_allclose(pb.jit(total)(X, X, scale=2.0), total(X, X, scale=2.0))
+    np.testing.assert_allclose(pb.grad(lambda *xs: np.sum(total(*xs)), argnums=1)(X, X),
+                               np.ones(3))
+
+
+def test_vjp_from_python_leaves_the_primals_alone():
+    def zero_largest(m):
+        m[np.argmax(m)] = 0.0
+        return np.sum(m)
+
+    m = np.array([1.0, 3.0, 2.0])
+    out, back = pb.vjp(zero_largest, m)
+    np.testing.assert_array_equal(m, [1.0, 3.0, 2.0])
+    assert out == 3.0
+    np.testing.assert_array_equal(back(1.0)[0], [1.0, 0.0, 1.0])
