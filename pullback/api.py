@@ -14,6 +14,7 @@ import inspect
 import os
 import sys
 import threading
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -31,7 +32,7 @@ from .ir.types import type_of_value
 from .ir.verify import verify
 from .tree import TreeDef, tree_flatten, tree_unflatten
 
-BACKENDS = ("interp",)
+BACKENDS = ("interp", "c")
 
 
 def _leaf_kind(x: Any) -> str | None:
@@ -96,6 +97,36 @@ class Staged:
     outputs: list  # per result leaf: ('dyn', kind, weak), ('arg', leaf) or ('static', value)
     out_tree: TreeDef
     writeback: list[int]  # leaf positions of arguments the function mutates
+    runner: Callable[..., list] | None = None  # the compiled function (None: interpreter)
+
+    def run(self, *inputs: Any) -> list:
+        if self.runner is not None:
+            return self.runner(*inputs)
+        return interp.run(self.func, *inputs)
+
+
+def _compile(staged: Staged, backend: str) -> None:
+    """Native code for ``staged`` when the backend is ``c``; the interpreter runs what the
+    C backend cannot compile yet (with a warning once per reason)."""
+    if backend != "c":
+        return
+    from .backends import c
+
+    try:
+        staged.runner = c.compile_func(staged.func)
+    except c.Unsupported as e:
+        _warn_once(f"pullback: running {staged.func.name} on the interpreter: {e}")
+    except c.NoCompilerError:
+        c.warn_no_compiler_once()
+
+
+_warned: set[str] = set()
+
+
+def _warn_once(message: str) -> None:
+    if message not in _warned:
+        _warned.add(message)
+        warnings.warn(message, RuntimeWarning, stacklevel=4)
 
 
 def stage(fn: Callable, sig: Signature, name: str) -> Staged:
@@ -196,6 +227,7 @@ class Jitted:
                         print(staged.func)
                     if os.environ.get("PULLBACK_VERIFY"):
                         verify(staged.func)
+                    _compile(staged, self.backend)
                     self._cache[sig.key] = staged
         return staged, sig
 
@@ -203,7 +235,7 @@ class Jitted:
         staged, sig = self.specialise(*args, **kwargs)
         leaves = sig.leaves[:-1]
         inputs = [leaves[i] for i in sig.dynamic]
-        outs = interp.run(staged.func, *inputs)
+        outs = staged.run(*inputs)
         n = len(outs) - len(staged.writeback)
         it = iter(outs[:n])
         result = [_output(next(it), s, inputs) if s[0] == "dyn" else

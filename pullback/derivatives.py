@@ -222,11 +222,15 @@ def value_and_grad(fn: Callable, argnums: int | Sequence[int] = 0,
 
 def _tangent_atom(t: Any, like: Ref, k: int) -> Atom:
     """A tangent given for a primal leaf, as an atom of the primal's type."""
-    if is_static_number(t):
-        return Lit(np.asarray(t, like.type.dtype.np), like.type)
+    if is_static_number(t) or isinstance(t, (np.ndarray, np.generic)):
+        value = np.asarray(t)
+        if value.shape != like.type.shape:
+            raise CompileError(f"pb.jvp: the tangent of argument {k} has shape "
+                               f"{value.shape}, its primal {like.type.shape}")
+        return Lit(value.astype(like.type.dtype.np), like.type)
     if not isinstance(t, Ref):
         raise CompileError(f"pb.jvp: the tangent of argument {k} is {type(t).__name__}, "
-                           "not an array")
+                           "not a number or an array")
     if t.type.strong() != like.type.strong():
         raise CompileError(f"pb.jvp: the tangent of argument {k} has type {t.type}, but "
                            f"its primal has type {like.type}",

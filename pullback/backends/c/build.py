@@ -1,0 +1,216 @@
+"""Compile generated C into a CPython extension module and import it, through the cache.
+
+The compiler is ``$PULLBACK_CC`` (else ``cc``), run with ``-O3 -march=native -fopenmp``
+(the last two dropped where the compiler rejects them, e.g. clang without libomp) and
+``$PULLBACK_CFLAGS`` appended. Matrix products link OpenBLAS from the ``scipy-openblas32``
+wheel: its CBLAS symbols carry the prefix ``BLAS_PREFIX`` (``scipy_cblas_dgemm``; the
+enums keep their names, ``CblasRowMajor``) and its integers are 32-bit ``blasint``.
+Generated C includes ``<Python.h>`` first (it sets the feature macros), then
+``BLAS_HEADER`` where it calls BLAS.
+
+The cache key covers everything that shapes the output: source, headers, compiler and
+its version, the flags as requested, the Python ABI and the CPU (``-march=native`` code
+may not run on another machine sharing the cache).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import platform
+import shlex
+import shutil
+import subprocess
+import sysconfig
+import tempfile
+import warnings
+from collections.abc import Mapping
+from pathlib import Path
+from types import ModuleType
+
+import scipy_openblas32
+
+from ...errors import CompileError
+from . import cache
+
+BLAS_PREFIX = "scipy_"
+BLAS_HEADER = "cblas.h"
+
+BASE_FLAGS = ("-O3", "-fPIC", "-shared", "-std=c11", "-fno-strict-aliasing",
+              "-Werror=implicit-function-declaration")
+OPTIONAL_FLAGS = ("-march=native", "-fopenmp")
+STDERR_LINES = 50
+
+_PROBE_SOURCE = """\
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+int main(void) {
+#ifdef _OPENMP
+    return omp_get_max_threads() > 0 ? 0 : 1;
+#else
+    return 0;
+#endif
+}
+"""
+
+
+class BuildError(CompileError):
+    """The C compiler rejected a build: a pullback bug, or bad $PULLBACK_CC/$PULLBACK_CFLAGS."""
+
+
+class NoCompilerError(BuildError):
+    """No working C compiler: compiled functions cannot run natively."""
+
+
+def compiler_info() -> tuple[str, str] | None:
+    """The compiler's path and the first line of its --version, or None when none works."""
+    found = _compiler()
+    return None if found is None else (found[0][0], found[1])
+
+
+def have_compiler() -> bool:
+    """Whether build_module can work at all."""
+    return _compiler() is not None
+
+
+@functools.cache
+def warn_no_compiler_once() -> None:
+    """Say once per process that compiled functions fall back to the slow interpreter."""
+    warnings.warn(f"{_no_compiler_message()}; compiled functions run in the NumPy "
+                  "interpreter instead", RuntimeWarning, stacklevel=2)
+
+
+def build_module(source: str, module_name: str, *,
+                 headers: Mapping[str, str] | None = None) -> ModuleType:
+    """Compile source (which defines PyInit_<module_name>) and import it, or take it from
+    the cache; headers (file name -> text) are written beside the source."""
+    headers = dict(headers or {})
+    _check_names(module_name, headers)
+    found = _compiler()
+    if found is None:
+        raise NoCompilerError(_no_compiler_message(),
+                              hint="install gcc or clang, or set PULLBACK_CC to a C compiler")
+    argv, version = found
+    cflags, ldflags = _cflags(), _ldflags()
+    key = cache.key(source, sorted(headers.items()), argv, version, cflags, ldflags,
+                    module_name, sysconfig.get_config_var("EXT_SUFFIX"), _cpu_id())
+
+    def build(out: Path) -> None:
+        accepted = [flag for flag in cflags if flag not in _rejected_flags(argv)]
+        _compile([*argv, *accepted], ldflags, source, module_name, headers, out)
+
+    return cache.load(key, module_name, build)
+
+
+def _no_compiler_message() -> str:
+    command = os.environ.get("PULLBACK_CC", "cc")
+    return f"no working C compiler (`{command} --version` failed)"
+
+
+def _compiler() -> tuple[tuple[str, ...], str] | None:
+    """The compiler command (its program resolved to a path) and its version line."""
+    return _probe_compiler(os.environ.get("PULLBACK_CC", "cc"))
+
+
+@functools.cache
+def _probe_compiler(command: str) -> tuple[tuple[str, ...], str] | None:
+    """Resolve command (split like a shell would: `ccache gcc` works) and ask its version."""
+    words = shlex.split(command)
+    path = shutil.which(words[0]) if words else None
+    if path is None:
+        return None
+    argv = (path, *words[1:])
+    try:
+        proc = subprocess.run([*argv, "--version"], capture_output=True, text=True)
+    except OSError:
+        return None
+    lines = proc.stdout.splitlines()
+    if proc.returncode != 0 or not lines:
+        return None
+    return argv, lines[0].strip()
+
+
+def _cflags() -> list[str]:
+    """Every compile flag asked for, before dropping what the compiler rejects."""
+    return [*BASE_FLAGS, *OPTIONAL_FLAGS,
+            f"-I{sysconfig.get_paths()['include']}",
+            f"-I{scipy_openblas32.get_include_dir()}",
+            *shlex.split(os.environ.get("PULLBACK_CFLAGS", ""))]
+
+
+def _ldflags() -> list[str]:
+    """Link OpenBLAS, found again at load time through an rpath."""
+    lib_dir = scipy_openblas32.get_lib_dir()
+    flags = [f"-L{lib_dir}", f"-l{scipy_openblas32.get_library()}", f"-Wl,-rpath,{lib_dir}"]
+    if platform.system() == "Darwin":  # Python's symbols resolve when the module loads
+        flags += ["-undefined", "dynamic_lookup"]
+    return flags
+
+
+@functools.cache
+def _rejected_flags(argv: tuple[str, ...]) -> frozenset[str]:
+    """The optional flags this compiler cannot build and link a program with."""
+    with tempfile.TemporaryDirectory(prefix="pullback-probe-") as tmp:
+        Path(tmp, "probe.c").write_text(_PROBE_SOURCE)
+        return frozenset(flag for flag in OPTIONAL_FLAGS
+                         if _run([*argv, "-std=c11", flag, "probe.c", "-o", "probe"],
+                                 tmp).returncode != 0)
+
+
+def _compile(command: list[str], ldflags: list[str], source: str, module_name: str,
+             headers: dict[str, str], out: Path) -> None:
+    """Compile source into the shared object out; on failure keep the source and say where."""
+    build_dir = Path(tempfile.mkdtemp(prefix=f"pullback-{module_name}-"))
+    for name, text in headers.items():
+        (build_dir / name).write_text(text)
+    source_path = build_dir / f"{module_name}.c"
+    source_path.write_text(source)
+    argv = [*command, source_path.name, "-o", str(out), *ldflags]
+    proc = _run(argv, build_dir)
+    if proc.returncode != 0:
+        raise BuildError(_failure_message(argv, proc, source_path),
+                         hint="check $PULLBACK_CC and $PULLBACK_CFLAGS; if they are "
+                              "not the cause, this is a pullback bug: please report it "
+                              "with the source file")
+    shutil.rmtree(build_dir)
+
+
+def _run(argv: list[str], cwd: str | Path) -> subprocess.CompletedProcess[str]:
+    """Run the compiler in cwd (relative file names keep the output free of temp paths)."""
+    return subprocess.run(argv, cwd=cwd, capture_output=True, text=True)
+
+
+def _failure_message(argv: list[str], proc: subprocess.CompletedProcess[str],
+                     source_path: Path) -> str:
+    """The command, where the source is kept, and the head of the compiler's stderr."""
+    lines = proc.stderr.splitlines()
+    shown = lines[:STDERR_LINES]
+    if len(lines) > STDERR_LINES:
+        shown.append(f"... ({len(lines) - STDERR_LINES} more lines)")
+    return "\n".join([f"the C compiler failed (exit status {proc.returncode})",
+                      f"  command: {shlex.join(argv)}",
+                      f"  source kept in {source_path}",
+                      *shown])
+
+
+def _check_names(module_name: str, headers: Mapping[str, str]) -> None:
+    """The module name must make a C identifier; header names must stay in the build dir."""
+    if not (module_name.isidentifier() and module_name.isascii()):
+        raise ValueError(f"module name {module_name!r} is not a C identifier")
+    for name in headers:
+        if Path(name).name != name or name in (".", ".."):
+            raise ValueError(f"header name {name!r} is not a plain file name")
+
+
+@functools.cache
+def _cpu_id() -> str:
+    """What -march=native targets: the feature list of the first CPU (Linux), else the
+    processor's name."""
+    with contextlib.suppress(OSError):
+        with open("/proc/cpuinfo") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith(("flags", "Features")):  # x86, arm
+                    return line.strip()
+    return f"{platform.machine()} {platform.processor()}"

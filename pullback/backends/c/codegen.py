@@ -1,0 +1,898 @@
+"""Graph IR to C: one C function per IR function, control flow as C control flow.
+
+Values: a 0-d tensor is a C scalar; any other tensor is a buffer (``pb_alloc``) in
+row-major order owned by the block that made it, freed when the block ends unless it
+becomes a result (ownership moves to the consumer); a stack is a ``pb_tape *``.  Loops
+keep their carried values in variables declared outside the loop; each iteration's
+results replace them.  Errors (failed checks, bad indices) record what to raise in the
+context and jump to the function's ``fail`` label; the caller frees every allocation.
+
+Each primitive is one loop nest here (fusion comes with the loop IR).  Ops without C
+code yet raise ``Unsupported``, and the caller runs the function on the interpreter.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from ...ir.core import Atom, Block, Eqn, Func, Lit, Module, Var
+from ...ir.types import DType, StackType, TensorType
+
+
+class Unsupported(Exception):
+    """An op or value the C backend cannot compile yet."""
+
+
+CTYPES = {"bool": "uint8_t", "int32": "int32_t", "int64": "int64_t", "float32": "float",
+          "float64": "double"}
+
+
+def ctype(dt: DType) -> str:
+    return CTYPES[dt.name]
+
+
+def c_literal(value, dt: DType) -> str:
+    """A C expression of exactly ``value`` in dtype ``dt``."""
+    v = np.asarray(value).item()
+    if dt.is_bool:
+        return "1" if v else "0"
+    if dt.is_int:
+        if dt.name == "int64" and v == -(2 ** 63):
+            return "INT64_MIN"
+        return f"INT64_C({v})" if dt.name == "int64" else f"((int32_t)({v}))"
+    f = float(v)
+    if math.isnan(f):
+        text = "NAN"
+    elif math.isinf(f):
+        text = "INFINITY" if f > 0 else "(-INFINITY)"
+    else:
+        text = f"({f.hex()})"
+    return f"((float){text})" if dt.name == "float32" else text
+
+
+def _math(name: str, dt: DType) -> str:
+    return f"{name}f" if dt.name == "float32" else name
+
+
+def _unary(op: str, x: str, dt: DType) -> str:
+    f = dt.is_float
+    table = {
+        "neg": f"(-({x}))",
+        "abs": f"{_math('fabs', dt)}({x})" if f else f"({x} < 0 ? -{x} : {x})",
+        "sign": f"(({ctype(dt)})pb_sign({x}))" if f else f"(({x} > 0) - ({x} < 0))",
+        "floor": f"{_math('floor', dt)}({x})", "ceil": f"{_math('ceil', dt)}({x})",
+        "round": f"{_math('rint', dt)}({x})", "trunc": f"{_math('trunc', dt)}({x})",
+        "not": f"(!{x})" if dt.is_bool else f"(~{x})",
+    }
+    if op in table:
+        return table[op]
+    names = {"asin": "asin", "acos": "acos", "atan": "atan", "asinh": "asinh",
+             "acosh": "acosh", "atanh": "atanh"}
+    return f"{_math(names.get(op, op), dt)}({x})"
+
+
+def _binary(op: str, a: str, b: str, dt: DType) -> str:
+    f = dt.is_float
+    simple = {"add": "+", "sub": "-", "mul": "*", "div": "/", "and": "&", "or": "|",
+              "xor": "^", "eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">",
+              "ge": ">="}
+    if op in simple:
+        if dt.is_bool and op in ("add", "mul"):
+            return f"({a} {'|' if op == 'add' else '&'} {b})"
+        return f"({a} {simple[op]} {b})"
+    t = ctype(dt)
+    if op in ("max", "min"):
+        if f:
+            fn = {"max": "pb_fmax", "min": "pb_fmin"}[op] + ("f" if dt.name == "float32" else "")
+            return f"{fn}({a}, {b})"
+        return f"({a} {'>' if op == 'max' else '<'} {b} ? {a} : {b})"
+    if op == "floordiv":
+        return f"(({t})pb_floordiv_np({a}, {b}))" if f else f"(({t})pb_ifloordiv({a}, {b}))"
+    if op == "mod":
+        return f"(({t})pb_fmod_np({a}, {b}))" if f else f"(({t})pb_imod({a}, {b}))"
+    if op == "pow":
+        return f"{_math('pow', dt)}({a}, {b})" if f else f"(({t})pb_ipow({a}, {b}))"
+    if op == "atan2":
+        return f"{_math('atan2', dt)}({a}, {b})"
+    raise Unsupported(op)
+
+
+def _convert(x: str, src: DType, dst: DType) -> str:
+    if dst.is_bool:
+        return f"(({x}) != 0)"
+    if dst.is_int and src.is_float:
+        return f"(({ctype(dst)})pb_f2i{dst.name[3:]}({x}))"
+    return f"(({ctype(dst)})({x}))"
+
+
+def _strides(shape: Sequence[int]) -> list[int]:
+    out, acc = [], 1
+    for d in reversed(shape):
+        out.append(acc)
+        acc *= d
+    return out[::-1]
+
+
+def _linear(shape: Sequence[int], idx: Sequence[str]) -> str:
+    terms = [f"({i})*{s}" if s != 1 else f"({i})" for i, s, d in
+             zip(idx, _strides(shape), shape, strict=True) if d != 1]
+    return " + ".join(terms) or "0"
+
+
+_UNARY = {"neg", "abs", "sign", "floor", "ceil", "round", "trunc", "exp", "expm1", "log",
+          "log1p", "log2", "log10", "sqrt", "cbrt", "sin", "cos", "tan", "asin", "acos",
+          "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "erf", "erfc", "not"}
+_BINARY = {"add", "sub", "mul", "div", "floordiv", "mod", "pow", "max", "min", "atan2",
+           "and", "or", "xor", "eq", "ne", "lt", "le", "gt", "ge"}
+_REDUCE = {"reduce_sum": ("sum", "+"), "reduce_prod": ("prod", "*"),
+           "reduce_max": ("max", None), "reduce_min": ("min", None)}
+
+
+class ModuleGen:
+    """The C text of a module: its constants, then one function per IR function."""
+
+    def __init__(self, module: Module):
+        self.module = module
+        self.names = {id(f): f"pbf_{k}" for k, f in enumerate(module.funcs.values())}
+        self.consts: list[str] = []
+        self.checks: list[Eqn] = []
+
+    def constant(self, lit: Lit) -> str:
+        name = f"pbk_{len(self.consts)}"
+        dt = lit.type.dtype
+        values = ", ".join(c_literal(v, dt) for v in lit.value.reshape(-1)) or "0"
+        self.consts.append(f"static const {ctype(dt)} {name}[] = {{{values}}};")
+        return name
+
+    def generate(self) -> str:
+        funcs = list(self.module.funcs.values())
+        protos = [FuncGen(self, f).prototype() + ";" for f in funcs]
+        bodies = [FuncGen(self, f).emit() for f in funcs]
+        return "\n".join([*self.consts, "", *protos, "", *bodies])
+
+
+class FuncGen:
+    def __init__(self, mod: ModuleGen, func: Func):
+        self.mod, self.func = mod, func
+        self.lines: list[str] = []
+        self.depth = 1
+        self.vars: dict[int, str] = {}
+        self.count = 0
+        self.owned: list[list[str]] = []  # per open block: buffers it must free
+
+    # -- names and values -------------------------------------------------------
+
+    def fresh(self, prefix: str = "v") -> str:
+        self.count += 1
+        return f"{prefix}{self.count}"
+
+    def line(self, text: str) -> None:
+        self.lines.append("    " * self.depth + text)
+
+    def scalar(self, a: Atom) -> str:
+        """A 0-d atom as a C expression."""
+        if isinstance(a, Lit):
+            return c_literal(a.value, a.type.dtype)
+        return self.vars[id(a)]
+
+    def buf(self, a: Atom) -> str:
+        """A tensor atom's data as a C pointer expression."""
+        if isinstance(a, Lit):
+            if a.type.shape == ():
+                return f"(&(const {ctype(a.type.dtype)}){{{c_literal(a.value, a.type.dtype)}}})"
+            return self.mod.constant(a)
+        if a.type.shape == ():
+            return f"(&{self.vars[id(a)]})"
+        return self.vars[id(a)]
+
+    def elem(self, a: Atom, index: str) -> str:
+        """Element ``index`` (a linear index) of a tensor atom; 0-d atoms broadcast."""
+        if a.type.shape == ():
+            return self.scalar(a)
+        return f"{self.buf(a)}[{index}]"
+
+    def define(self, v: Var) -> str:
+        """Declare ``v``: a scalar, a new owned buffer, or a tape pointer."""
+        name = self.fresh()
+        self.vars[id(v)] = name
+        t = v.type
+        if isinstance(t, StackType):
+            self.line(f"pb_tape *{name};")
+        elif t.shape == ():
+            self.line(f"{ctype(t.dtype)} {name};")
+        else:
+            self.line(f"{ctype(t.dtype)} *{name} = ({ctype(t.dtype)} *)pb_alloc(ctx, "
+                      f"{max(t.size, 1)} * sizeof({ctype(t.dtype)}));")
+            self.line(f"if (!{name}) goto oom;")
+            self.owned[-1].append(name)
+        return name
+
+    # -- functions ----------------------------------------------------------------
+
+    def prototype(self) -> str:
+        params = []
+        for k, t in enumerate(self.func.in_types):
+            if isinstance(t, StackType):
+                params.append(f"pb_tape *p{k}")
+            elif t.shape == ():
+                params.append(f"{ctype(t.dtype)} p{k}")
+            else:
+                params.append(f"const {ctype(t.dtype)} *p{k}")
+        for k, t in enumerate(self.func.out_types):
+            if isinstance(t, StackType):
+                params.append(f"pb_tape **r{k}")
+            elif t.shape == ():
+                params.append(f"{ctype(t.dtype)} *r{k}")
+            else:
+                params.append(f"{ctype(t.dtype)} **r{k}")
+        return f"static int {self.mod.names[id(self.func)]}(pb_ctx *ctx" + \
+            "".join(f", {p}" for p in params) + ")"
+
+    def emit(self) -> str:
+        blk = self.func.block
+        for k, p in enumerate(blk.params):
+            self.vars[id(p)] = f"p{k}"
+        self.owned.append([])
+        self.block_body(blk)
+        self.results_out(blk, [f"(*r{k})" for k in range(len(blk.results))])
+        self.free_owned()
+        self.line("return 0;")
+        self.line("oom:")
+        self.line('return pb_fail(ctx, "MemoryError", "out of memory");')
+        self.line("fail:")
+        self.line("return 1;")
+        return "\n".join([self.prototype() + " {", *self.lines, "}", ""])
+
+    def free_owned(self, keep: Sequence[str] = ()) -> None:
+        for name in self.owned.pop():
+            if name not in keep:
+                self.line(f"pb_free({name});")
+
+    def results_out(self, blk: Block, dests: Sequence[str]) -> None:
+        """Move or copy ``blk``'s results into ``dests`` (C lvalues) — called while the
+        block's ownership list is open; moved buffers leave it."""
+        owned = self.owned[-1]
+        moved = []
+        staged = []
+        for r in blk.results:
+            t = r.type
+            if isinstance(t, StackType) or t.shape == ():
+                staged.append(self.scalar(r) if not isinstance(t, StackType) else self.vars[id(r)])
+                continue
+            name = self.vars.get(id(r)) if isinstance(r, Var) else None
+            if name in owned and name not in moved:
+                moved.append(name)
+                staged.append(name)
+            else:
+                tmp = self.fresh("m")
+                ct = ctype(t.dtype)
+                self.line(f"{ct} *{tmp} = ({ct} *)pb_copy(ctx, {self.buf(r)}, "
+                          f"{t.size} * sizeof({ct}));")
+                self.line(f"if (!{tmp}) goto oom;")
+                staged.append(tmp)
+        for name in moved:
+            owned.remove(name)
+        for dest, value in zip(dests, staged, strict=True):
+            self.line(f"{dest} = {value};")
+
+    def block_body(self, blk: Block) -> None:
+        for eqn in blk.eqns:
+            handler = getattr(self, "op_" + eqn.op.name, None)
+            if handler is None:
+                handler = self.elementwise if eqn.op.name in _UNARY | _BINARY else None
+            if handler is None and eqn.op.name in _REDUCE:
+                handler = self.reduce
+            if handler is None:
+                raise Unsupported(f"the C backend has no code for {eqn.op.name} yet")
+            handler(eqn)
+
+    # -- elementwise ----------------------------------------------------------------
+
+    def flat_loop(self, out: Var, expr: Callable[[str], str]) -> None:
+        """``out[i] = expr(i)`` over every element (a scalar assignment for 0-d)."""
+        if out.type.shape == ():
+            self.line(f"{self.vars[id(out)]} = {expr('0')};")
+            return
+        self.line(f"for (int64_t i = 0; i < {out.type.size}; i++) "
+                  f"{self.vars[id(out)]}[i] = {expr('i')};")
+
+    def elementwise(self, eqn: Eqn) -> None:
+        (out,) = eqn.outputs
+        self.define(out)
+        name, ins = eqn.op.name, eqn.inputs
+        dt = ins[0].type.dtype
+        if name in _UNARY:
+            self.flat_loop(out, lambda i: _unary(name, self.elem(ins[0], i), dt))
+        else:
+            self.flat_loop(out, lambda i: _binary(name, self.elem(ins[0], i),
+                                                  self.elem(ins[1], i), dt))
+
+    def op_select(self, eqn: Eqn) -> None:
+        (out,) = eqn.outputs
+        p, a, b = eqn.inputs
+        self.define(out)
+        self.flat_loop(out, lambda i: f"({self.elem(p, i)} ? {self.elem(a, i)} : "
+                                      f"{self.elem(b, i)})")
+
+    def op_convert(self, eqn: Eqn) -> None:
+        (out,) = eqn.outputs
+        (x,) = eqn.inputs
+        self.define(out)
+        self.flat_loop(out, lambda i: _convert(self.elem(x, i), x.type.dtype, out.type.dtype))
+
+    def op_stop_gradient(self, eqn: Eqn) -> None:
+        (out,) = eqn.outputs
+        (x,) = eqn.inputs
+        self.define(out)
+        self.flat_loop(out, lambda i: self.elem(x, i))
+
+    def op_random_bits(self, eqn: Eqn) -> None:
+        (out,) = eqn.outputs
+        (key,) = eqn.inputs
+        self.define(out)
+        self.flat_loop(out, lambda i: f"pb_splitmix({self.scalar(key)}, (uint64_t)({i}))")
+
+    # -- index arithmetic -------------------------------------------------------------
+
+    def nd_loop(self, shape: Sequence[int], body: Callable[[list[str]], None]) -> None:
+        """Nested loops over ``shape``; ``body(index names)`` emits the innermost code."""
+        idx = [self.fresh("i") for _ in shape]
+        opened = 0
+        for i, d in zip(idx, shape, strict=True):
+            self.line(f"for (int64_t {i} = 0; {i} < {d}; {i}++) {{")
+            self.depth += 1
+            opened += 1
+        body(idx)
+        for _ in range(opened):
+            self.depth -= 1
+            self.line("}")
+
+    def gather_loop(self, out: Var, source: Atom, index_of: Callable[[list[str]], list[str]]
+                    ) -> None:
+        """``out[i] = source[index_of(i)]`` over ``out``'s shape."""
+        self.define(out)
+        if out.type.size == 0:
+            return
+        dest = self.vars[id(out)]
+        shape = out.type.shape
+
+        def body(idx):
+            src = self.elem(source, _linear(source.type.shape, index_of(idx)))
+            if shape == ():
+                self.line(f"{dest} = {src};")
+            else:
+                self.line(f"{dest}[{_linear(shape, idx)}] = {src};")
+
+        self.nd_loop(shape, body)
+
+    def op_broadcast_in_dim(self, eqn: Eqn) -> None:
+        (x,) = eqn.inputs
+        dims = eqn.params["dims"]
+        self.gather_loop(eqn.outputs[0], x, lambda idx: [
+            "0" if x.type.shape[k] == 1 else idx[d] for k, d in enumerate(dims)])
+
+    def op_reshape(self, eqn: Eqn) -> None:
+        (out,) = eqn.outputs
+        self.define(out)
+        self.flat_loop(out, lambda i: self.elem(eqn.inputs[0], i))
+
+    def op_transpose(self, eqn: Eqn) -> None:
+        perm = eqn.params["perm"]
+
+        def index_of(idx):
+            src = [""] * len(perm)
+            for j, p in enumerate(perm):
+                src[p] = idx[j]
+            return src
+
+        self.gather_loop(eqn.outputs[0], eqn.inputs[0], index_of)
+
+    def op_slice(self, eqn: Eqn) -> None:
+        start, stride = eqn.params["start"], eqn.params["stride"]
+        self.gather_loop(eqn.outputs[0], eqn.inputs[0], lambda idx: [
+            f"{s} + {i}*{st}" for i, s, st in zip(idx, start, stride, strict=True)])
+
+    def op_rev(self, eqn: Eqn) -> None:
+        x = eqn.inputs[0]
+        dims = eqn.params["dims"]
+        self.gather_loop(eqn.outputs[0], x, lambda idx: [
+            f"{x.type.shape[k] - 1} - {i}" if k in dims else i for k, i in enumerate(idx)])
+
+    def op_iota(self, eqn: Eqn) -> None:
+        (out,) = eqn.outputs
+        self.define(out)
+        dim = eqn.params["dim"]
+        dest = self.vars[id(out)]
+        ct = ctype(out.type.dtype)
+        if out.type.shape == ():
+            self.line(f"{dest} = 0;")
+            return
+        self.nd_loop(out.type.shape, lambda idx: self.line(
+            f"{dest}[{_linear(out.type.shape, idx)}] = ({ct}){idx[dim]};"))
+
+    def op_concatenate(self, eqn: Eqn) -> None:
+        (out,) = eqn.outputs
+        self.define(out)
+        axis = eqn.params["axis"]
+        dest = self.vars[id(out)]
+        offset = 0
+        for x in eqn.inputs:
+            def body(idx, x=x, offset=offset):
+                at = [f"{i} + {offset}" if k == axis else i for k, i in enumerate(idx)]
+                self.line(f"{dest}[{_linear(out.type.shape, at)}] = "
+                          f"{self.elem(x, _linear(x.type.shape, idx))};")
+
+            if x.type.size:
+                self.nd_loop(x.type.shape, body)
+            offset += x.type.shape[axis]
+
+    def op_pad(self, eqn: Eqn) -> None:
+        (out,) = eqn.outputs
+        x, value = eqn.inputs
+        lo, interior = eqn.params["lo"], eqn.params["interior"]
+        self.define(out)
+        dest = self.vars[id(out)]
+        if out.type.size == 0:
+            return
+        self.flat_loop(out, lambda i: self.scalar(value))
+        if x.type.size == 0:
+            return
+
+        def body(idx):
+            at = [f"({l} + {i}*{g + 1})" for i, l, g in zip(idx, lo, interior, strict=True)]
+            inside = " && ".join(f"{a} >= 0 && {a} < {d}"
+                                 for a, d in zip(at, out.type.shape, strict=True))
+            self.line(f"if ({inside}) {dest}[{_linear(out.type.shape, at)}] = "
+                      f"{self.elem(x, _linear(x.type.shape, idx))};")
+
+        self.nd_loop(x.type.shape, body)
+
+    # -- reductions -------------------------------------------------------------------
+
+    def reduce(self, eqn: Eqn) -> None:
+        (out,) = eqn.outputs
+        (x,) = eqn.inputs
+        axes = eqn.params["axes"]
+        kind, sym = _REDUCE[eqn.op.name]
+        dt = x.type.dtype
+        acc_t = "double" if dt.is_float else ctype(dt)
+        self.define(out)
+        kept = [k for k in range(x.type.ndim) if k not in axes]
+        if dt.is_float:
+            init = {"sum": "0.0", "prod": "1.0", "max": "-INFINITY", "min": "INFINITY"}[kind]
+        elif dt.is_bool:
+            init = {"sum": "0", "prod": "1", "max": "0", "min": "1"}[kind]
+        else:
+            lim = "INT64" if dt.name == "int64" else "INT32"
+            init = {"sum": "0", "prod": "1", "max": f"{lim}_MIN", "min": f"{lim}_MAX"}[kind]
+        dest = self.vars[id(out)]
+
+        def outer(oidx):
+            acc = self.fresh("a")
+            self.line(f"{acc_t} {acc} = {init};")
+
+            def inner(ridx):
+                full, ko, kr = [], iter(oidx), iter(ridx)
+                for k in range(x.type.ndim):
+                    full.append(next(kr) if k in axes else next(ko))
+                v = self.elem(x, _linear(x.type.shape, full))
+                if sym is not None:
+                    if dt.is_bool:
+                        self.line(f"{acc} = {acc} {'|' if sym == '+' else '&'} {v};")
+                    else:
+                        self.line(f"{acc} = {acc} {sym} {v};")
+                elif dt.is_float:
+                    self.line(f"{acc} = pb_f{kind}({acc}, {v});")
+                else:
+                    cmp = ">" if kind == "max" else "<"
+                    self.line(f"if ({v} {cmp} {acc}) {acc} = {v};")
+
+            self.nd_loop([x.type.shape[a] for a in axes], inner)
+            where = dest if out.type.shape == () else \
+                f"{dest}[{_linear(out.type.shape, oidx)}]"
+            self.line(f"{where} = ({ctype(out.type.dtype)}){acc};")
+
+        self.nd_loop([x.type.shape[k] for k in kept], outer)
+
+    def _arg_reduce(self, eqn: Eqn, cmp: str) -> None:
+        (out,) = eqn.outputs
+        (x,) = eqn.inputs
+        axis = eqn.params["axis"]
+        self.define(out)
+        dest = self.vars[id(out)]
+        shape = x.type.shape
+        kept = [shape[k] for k in range(len(shape)) if k != axis]
+        nan = x.type.dtype.is_float
+
+        def body(oidx):
+            best, at = self.fresh("b"), self.fresh("k")
+            full = list(oidx)
+            full.insert(axis, "0")
+            self.line(f"{ctype(x.type.dtype)} {best} = "
+                      f"{self.elem(x, _linear(shape, full))}; int64_t {at} = 0;")
+            j = self.fresh("j")
+            full[axis] = j
+            v = self.elem(x, _linear(shape, full))
+            nan_first = f"{best} == {best} && " if nan else ""
+            take = f"({nan_first}({v} {cmp} {best}" + (f" || {v} != {v}))" if nan else "))")
+            self.line(f"for (int64_t {j} = 1; {j} < {shape[axis]}; {j}++) "
+                      f"if {take} {{ {best} = {v}; {at} = {j}; }}")
+            where = dest if out.type.shape == () else \
+                f"{dest}[{_linear(out.type.shape, oidx)}]"
+            self.line(f"{where} = {at};")
+
+        self.nd_loop(kept, body)
+
+    def op_argmax(self, eqn: Eqn) -> None:
+        self._arg_reduce(eqn, ">")
+
+    def op_argmin(self, eqn: Eqn) -> None:
+        self._arg_reduce(eqn, "<")
+
+    def _cumulative(self, eqn: Eqn, sym: str) -> None:
+        (out,) = eqn.outputs
+        (x,) = eqn.inputs
+        axis, reverse = eqn.params["axis"], eqn.params["reverse"]
+        self.define(out)
+        dest = self.vars[id(out)]
+        shape = x.type.shape
+        kept = [shape[k] for k in range(len(shape)) if k != axis]
+        ct = ctype(x.type.dtype)
+
+        def body(oidx):
+            acc = self.fresh("a")
+            self.line(f"{ct} {acc} = {'0' if sym == '+' else '1'};")
+            j = self.fresh("j")
+            full = list(oidx)
+            pos = f"{shape[axis] - 1} - {j}" if reverse else j
+            full.insert(axis, pos)
+            lin = _linear(shape, full)
+            self.line(f"for (int64_t {j} = 0; {j} < {shape[axis]}; {j}++) {{ "
+                      f"{acc} = {acc} {sym} {self.elem(x, lin)}; {dest}[{lin}] = {acc}; }}")
+
+        if out.type.size:
+            self.nd_loop(kept, body)
+
+    def op_cumsum(self, eqn: Eqn) -> None:
+        self._cumulative(eqn, "+")
+
+    def op_cumprod(self, eqn: Eqn) -> None:
+        self._cumulative(eqn, "*")
+
+    # -- products -----------------------------------------------------------------
+
+    def op_dot_general(self, eqn: Eqn) -> None:
+        (out,) = eqn.outputs
+        a, b = eqn.inputs
+        (lc, rc), (lb, rb) = eqn.params["contract"], eqn.params["batch"]
+        lf = [k for k in range(a.type.ndim) if k not in lc and k not in lb]
+        rf = [k for k in range(b.type.ndim) if k not in rc and k not in rb]
+        self.define(out)
+        dest = self.vars[id(out)]
+        dt = a.type.dtype
+        acc_t = "double" if dt.is_float else ctype(dt)
+
+        def body(oidx):
+            nb, nl = len(lb), len(lf)
+            bi, li, ri = oidx[:nb], oidx[nb:nb + nl], oidx[nb + nl:]
+            acc = self.fresh("a")
+            self.line(f"{acc_t} {acc} = 0;")
+
+            def inner(cidx):
+                ai, bj = [""] * a.type.ndim, [""] * b.type.ndim
+                for k, i in zip(lb, bi, strict=True):
+                    ai[k] = i
+                for k, i in zip(rb, bi, strict=True):
+                    bj[k] = i
+                for k, i in zip(lf, li, strict=True):
+                    ai[k] = i
+                for k, i in zip(rf, ri, strict=True):
+                    bj[k] = i
+                for k1, k2, c in zip(lc, rc, cidx, strict=True):
+                    ai[k1], bj[k2] = c, c
+                x = self.elem(a, _linear(a.type.shape, ai))
+                y = self.elem(b, _linear(b.type.shape, bj))
+                op = "|" if dt.is_bool else "+"
+                prod = f"({x} & {y})" if dt.is_bool else f"({acc_t}){x} * {y}"
+                self.line(f"{acc} = {acc} {op} {prod};")
+
+            self.nd_loop([a.type.shape[k] for k in lc], inner)
+            where = dest if out.type.shape == () else \
+                f"{dest}[{_linear(out.type.shape, oidx)}]"
+            self.line(f"{where} = ({ctype(out.type.dtype)}){acc};")
+
+        self.nd_loop(out.type.shape, body)
+
+    # -- indexing -------------------------------------------------------------------
+
+    def _starts(self, x: Atom, starts: Sequence[Atom], sizes: Sequence[int]) -> list[str]:
+        names = []
+        for s, d, n in zip(starts, x.type.shape, sizes, strict=True):
+            name = self.fresh("s")
+            self.line(f"int64_t {name} = pb_clamp((int64_t){self.scalar(s)}, 0, {d - n});")
+            names.append(name)
+        return names
+
+    def op_dynamic_slice(self, eqn: Eqn) -> None:
+        x, *starts = eqn.inputs
+        at = self._starts(x, starts, eqn.params["sizes"])
+        self.gather_loop(eqn.outputs[0], x, lambda idx: [
+            f"{s} + {i}" for s, i in zip(at, idx, strict=True)])
+
+    def op_dynamic_update_slice(self, eqn: Eqn) -> None:
+        (out,) = eqn.outputs
+        x, upd, *starts = eqn.inputs
+        at = self._starts(x, starts, upd.type.shape)
+        self.define(out)
+        dest = self.vars[id(out)]
+        self.flat_loop(out, lambda i: self.elem(x, i))
+        if upd.type.size == 0:
+            return
+        self.nd_loop(upd.type.shape, lambda idx: self.line(
+            f"{dest}[{_linear(x.type.shape, [f'{s} + {i}' for s, i in zip(at, idx, strict=True)])}]"
+            f" = {self.elem(upd, _linear(upd.type.shape, idx))};"))
+
+    def _checked_index(self, idx_atom: Atom, lin: str, axis: int, size: int) -> str:
+        j = self.fresh("g")
+        self.line(f"int64_t {j} = (int64_t){self.elem(idx_atom, lin)};")
+        self.line(f"if ({j} < 0 || {j} >= {size}) {{ snprintf(ctx->msg, sizeof ctx->msg, "
+                  f"\"index %lld is out of bounds for axis {axis} with size {size}\", "
+                  f"(long long){j}); ctx->exc = \"IndexError\"; goto fail; }}")
+        return j
+
+    def op_gather(self, eqn: Eqn) -> None:
+        (out,) = eqn.outputs
+        x, idx = eqn.inputs
+        axis = eqn.params["axis"]
+        self.define(out)
+        dest = self.vars[id(out)]
+        n = idx.type.ndim
+
+        def body(oidx):
+            j = self._checked_index(idx, _linear(idx.type.shape, oidx[axis:axis + n]), axis,
+                                    x.type.shape[axis])
+            src = [*oidx[:axis], j, *oidx[axis + n:]]
+            self.line(f"{dest}[{_linear(out.type.shape, oidx)}] = "
+                      f"{self.elem(x, _linear(x.type.shape, src))};")
+
+        if out.type.size:
+            if out.type.shape == ():
+                raise Unsupported("gather to a 0-d result")
+            self.nd_loop(out.type.shape, body)
+
+    def _scatter(self, eqn: Eqn, add: bool) -> None:
+        (out,) = eqn.outputs
+        x, idx, upd = eqn.inputs
+        axis = eqn.params["axis"]
+        self.define(out)
+        dest = self.vars[id(out)]
+        self.flat_loop(out, lambda i: self.elem(x, i))
+        n = idx.type.ndim
+        if upd.type.size == 0:
+            return
+
+        def body(uidx):
+            j = self._checked_index(idx, _linear(idx.type.shape, uidx[axis:axis + n]), axis,
+                                    x.type.shape[axis])
+            at = _linear(x.type.shape, [*uidx[:axis], j, *uidx[axis + n:]])
+            value = self.elem(upd, _linear(upd.type.shape, uidx))
+            self.line(f"{dest}[{at}] {'+=' if add else '='} {value};")
+
+        self.nd_loop(upd.type.shape, body)
+
+    def op_scatter(self, eqn: Eqn) -> None:
+        self._scatter(eqn, add=False)
+
+    def op_scatter_add(self, eqn: Eqn) -> None:
+        self._scatter(eqn, add=True)
+
+    # -- control flow ---------------------------------------------------------------
+
+    def bind(self, params: Sequence[Var], names: Sequence[str]) -> None:
+        for p, n in zip(params, names, strict=True):
+            self.vars[id(p)] = n
+
+    def sub_block(self, blk: Block, names: Sequence[str], dests: Sequence[str]) -> None:
+        """Emit ``blk`` with its parameters bound to ``names``, its results moved into
+        ``dests``, and its own buffers freed."""
+        self.line("{")
+        self.depth += 1
+        self.bind(blk.params, names)
+        self.owned.append([])
+        self.block_body(blk)
+        self.results_out(blk, dests)
+        self.free_owned()
+        self.depth -= 1
+        self.line("}")
+
+    def declare_outputs(self, eqn: Eqn) -> list[str]:
+        """Variables for a control op's results, owned by the enclosing block."""
+        names = []
+        for v in eqn.outputs:
+            name = self.fresh()
+            self.vars[id(v)] = name
+            t = v.type
+            if isinstance(t, StackType):
+                self.line(f"pb_tape *{name} = NULL;")
+            elif t.shape == ():
+                self.line(f"{ctype(t.dtype)} {name} = 0;")
+            else:
+                self.line(f"{ctype(t.dtype)} *{name} = NULL;")
+                self.owned[-1].append(name)
+            names.append(name)
+        return names
+
+    def op_cond(self, eqn: Eqn) -> None:
+        pred, *xs = eqn.inputs
+        outs = self.declare_outputs(eqn)
+        args = [self.value_name(x) for x in xs]
+        self.line(f"if ({self.scalar(pred)})")
+        self.sub_block(eqn.params["then"], args, outs)
+        self.line("else")
+        self.sub_block(eqn.params["orelse"], args, outs)
+
+    def value_name(self, a: Atom) -> str:
+        """A name to bind a block parameter to (literals get a variable)."""
+        if isinstance(a, Var):
+            return self.vars[id(a)]
+        name = self.fresh("c")
+        if a.type.shape == ():
+            self.line(f"{ctype(a.type.dtype)} {name} = {self.scalar(a)};")
+        else:
+            self.line(f"const {ctype(a.type.dtype)} *{name} = {self.mod.constant(a)};")
+        return name
+
+    def carry_init(self, eqn: Eqn, xs: Sequence[Atom]) -> list[str]:
+        """The loop's carried variables, initialised with copies of ``xs``; they become
+        the loop's results."""
+        names = self.declare_outputs(eqn)
+        for name, x in zip(names, xs, strict=True):
+            t = x.type
+            if isinstance(t, StackType):
+                self.line(f"{name} = {self.vars[id(x)]};")
+            elif t.shape == ():
+                self.line(f"{name} = {self.scalar(x)};")
+            else:
+                ct = ctype(t.dtype)
+                self.line(f"{name} = ({ct} *)pb_copy(ctx, {self.buf(x)}, {t.size} * sizeof({ct}));")
+                self.line(f"if (!{name}) goto oom;")
+        return names
+
+    def loop_body(self, body: Block, carry: Sequence[str], prefix: Sequence[str] = ()) -> None:
+        """One iteration: the body on the carried variables; then its results replace
+        them (buffers it made move in, others are copied; the old ones are freed)."""
+        self.line("{")
+        self.depth += 1
+        self.bind(body.params, [*prefix, *carry])
+        self.owned.append([])
+        self.block_body(body)
+        news = [self.fresh("n") for _ in carry]
+        for n, r in zip(news, body.results, strict=True):
+            t = r.type
+            decl = "pb_tape *" if isinstance(t, StackType) else (
+                f"{ctype(t.dtype)} " if t.shape == () else f"{ctype(t.dtype)} *")
+            self.line(f"{decl}{n};")
+        passthrough = [isinstance(r, Var) and r is p for r, p in
+                       zip(body.results, body.params[len(prefix):], strict=True)]
+        self.results_out(Block(results=[r for r, s in zip(body.results, passthrough,
+                                                           strict=True) if not s]),
+                         [n for n, s in zip(news, passthrough, strict=True) if not s])
+        for c, n, r, s in zip(carry, news, body.results, passthrough, strict=True):
+            if s:
+                continue
+            if isinstance(r.type, TensorType) and r.type.shape != ():
+                self.line(f"pb_free({c});")
+            self.line(f"{c} = {n};")
+        self.free_owned()
+        self.depth -= 1
+        self.line("}")
+
+    def op_while_loop(self, eqn: Eqn) -> None:
+        carry = self.carry_init(eqn, eqn.inputs)
+        cond = eqn.params["cond"]
+        self.line("for (;;) {")
+        self.depth += 1
+        go = self.fresh("go")
+        self.line(f"uint8_t {go};")
+        self.sub_block(cond, carry, [go])
+        self.line(f"if (!{go}) break;")
+        self.loop_body(eqn.params["body"], carry)
+        self.depth -= 1
+        self.line("}")
+
+    def op_for_loop(self, eqn: Eqn) -> None:
+        lo, hi, step, *xs = eqn.inputs
+        carry = self.carry_init(eqn, xs)
+        body = eqn.params["body"]
+        it = ctype(lo.type.dtype)
+        i, h, s = self.fresh("it"), self.fresh("hi"), self.fresh("st")
+        self.line(f"{it} {h} = {self.scalar(hi)}, {s} = {self.scalar(step)};")
+        self.line(f"if ({s} == 0) {{ ctx->exc = \"ValueError\"; snprintf(ctx->msg, "
+                  f"sizeof ctx->msg, \"range() arg 3 must not be zero\"); goto fail; }}")
+        self.line(f"for ({it} {i} = {self.scalar(lo)}; {s} > 0 ? {i} < {h} : {i} > {h}; "
+                  f"{i} += {s}) {{")
+        self.depth += 1
+        self.loop_body(body, carry, prefix=[i])
+        self.depth -= 1
+        self.line("}")
+
+    def op_call(self, eqn: Eqn) -> None:
+        callee = eqn.params["callee"]
+        outs = self.declare_outputs(eqn)
+        args = []
+        for x in eqn.inputs:
+            t = x.type
+            if isinstance(t, StackType):
+                args.append(self.vars[id(x)])
+            elif t.shape == ():
+                args.append(self.scalar(x))
+            else:
+                args.append(self.buf(x))
+        args += [f"&{o}" for o in outs]
+        self.line(f"if ({self.mod.names[id(callee)]}(ctx, {', '.join(args)})) goto fail;")
+
+    def _inline_region(self, eqn: Eqn, region: str) -> None:
+        outs = self.declare_outputs(eqn)
+        self.sub_block(eqn.params[region], [self.value_name(x) for x in eqn.inputs], outs)
+
+    def op_checkpoint(self, eqn: Eqn) -> None:
+        self._inline_region(eqn, "body")
+
+    def op_custom_jvp(self, eqn: Eqn) -> None:
+        self._inline_region(eqn, "primal")
+
+    def op_custom_vjp(self, eqn: Eqn) -> None:
+        self._inline_region(eqn, "primal")
+
+    # -- effects and stacks ---------------------------------------------------------
+
+    def op_check(self, eqn: Eqn) -> None:
+        ok, *values = eqn.inputs
+        if any(v.type.shape != () for v in values) or len(values) > 8:
+            raise Unsupported("a check with array operands")
+        k = len(self.mod.checks)
+        self.mod.checks.append(eqn)
+        self.line(f"if (!({self.scalar(ok)})) {{")
+        self.depth += 1
+        self.line(f"ctx->check_id = {k}; ctx->n_values = {len(values)};")
+        for j, v in enumerate(values):
+            slot = "fvalues" if v.type.dtype.is_float else "ivalues"
+            self.line(f"ctx->{slot}[{j}] = {self.scalar(v)};")
+        self.line("goto fail;")
+        self.depth -= 1
+        self.line("}")
+
+    def op_stack_new(self, eqn: Eqn) -> None:
+        name = self.define(eqn.outputs[0])
+        self.line(f"{name} = pb_tape_new(ctx); if (!{name}) goto oom;")
+
+    def op_stack_push(self, eqn: Eqn) -> None:
+        s, x = eqn.inputs
+        name = self.define(eqn.outputs[0])
+        t = x.type
+        src = self.buf(x) if t.shape != () or isinstance(x, Lit) else f"&{self.scalar(x)}"
+        self.line(f"if (pb_tape_push(ctx, {self.vars[id(s)]}, {src}, "
+                  f"{t.size} * sizeof({ctype(t.dtype)}))) goto fail;")
+        self.line(f"{name} = {self.vars[id(s)]};")
+
+    def op_stack_pop(self, eqn: Eqn) -> None:
+        (s,) = eqn.inputs
+        tape, x = eqn.outputs
+        tname = self.define(tape)
+        xname = self.define(x)
+        t = x.type
+        dst = xname if t.shape != () else f"&{xname}"
+        self.line(f"if (pb_tape_pop(ctx, {self.vars[id(s)]}, {dst}, "
+                  f"{t.size} * sizeof({ctype(t.dtype)}))) goto fail;")
+        self.line(f"{tname} = {self.vars[id(s)]};")
+
+
+def generate(module: Module) -> tuple[str, list[Eqn]]:
+    """The C functions of ``module`` (the entry is ``pbf_0``) and its checks, in the
+    order of their ids."""
+    gen = ModuleGen(module)
+    text = gen.generate()
+    return text, gen.checks

@@ -1,0 +1,203 @@
+/* pullback's C runtime: what generated code needs besides <math.h>.
+ *
+ * - pb_ctx: the state of one call: the error (a Python exception name and message, or
+ *   the id of the failed `check` and its operands) and every live allocation, so that an
+ *   error anywhere frees everything.
+ * - pb_alloc/pb_free: 64-byte aligned buffers linked into the context.
+ * - pb_tape: the run-time stack of reverse-mode AD: bytes pushed and popped, growing
+ *   geometrically.
+ * - NumPy's semantics where C differs: floor division and remainder, float-to-int
+ *   conversion, NaN-propagating max/min, sign, integer powers.
+ */
+#ifndef PULLBACK_RUNTIME_H
+#define PULLBACK_RUNTIME_H
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct pb_block {
+    struct pb_block *prev, *next;
+    char pad[48];
+} pb_block;
+
+typedef struct pb_tape {
+    pb_block *mem; /* the allocation holding the bytes (linked in the context) */
+    char *data;
+    size_t size, cap;
+} pb_tape;
+
+#define PB_MAX_CHECK_VALUES 8
+
+typedef struct pb_ctx {
+    pb_block live;            /* sentinel of the list of live allocations */
+    const char *exc;          /* Python exception name, or NULL */
+    char msg[256];
+    int check_id;             /* the failed check (-1: the message says it all) */
+    int n_values;
+    double fvalues[PB_MAX_CHECK_VALUES];
+    int64_t ivalues[PB_MAX_CHECK_VALUES];
+    char kinds[PB_MAX_CHECK_VALUES];  /* 'f' or 'i' (or 'b') per value */
+} pb_ctx;
+
+static void pb_ctx_init(pb_ctx *ctx) {
+    ctx->live.prev = ctx->live.next = &ctx->live;
+    ctx->exc = NULL;
+    ctx->msg[0] = 0;
+    ctx->check_id = -1;
+    ctx->n_values = 0;
+}
+
+static int pb_fail(pb_ctx *ctx, const char *exc, const char *msg) {
+    ctx->exc = exc;
+    snprintf(ctx->msg, sizeof ctx->msg, "%s", msg);
+    return 1;
+}
+
+static void *pb_alloc(pb_ctx *ctx, size_t bytes) {
+    pb_block *b = NULL;
+    if (posix_memalign((void **)&b, 64, sizeof(pb_block) + (bytes ? bytes : 1)) != 0)
+        return NULL;
+    b->next = ctx->live.next;
+    b->prev = &ctx->live;
+    ctx->live.next->prev = b;
+    ctx->live.next = b;
+    return (void *)(b + 1);
+}
+
+static void pb_free(void *p) {
+    if (!p) return;
+    pb_block *b = (pb_block *)p - 1;
+    b->prev->next = b->next;
+    b->next->prev = b->prev;
+    free(b);
+}
+
+static void pb_free_all(pb_ctx *ctx) {
+    while (ctx->live.next != &ctx->live) pb_free((void *)(ctx->live.next + 1));
+}
+
+static void *pb_copy(pb_ctx *ctx, const void *src, size_t bytes) {
+    void *p = pb_alloc(ctx, bytes);
+    if (p) memcpy(p, src, bytes);
+    return p;
+}
+
+/* -- the tape ------------------------------------------------------------------------ */
+
+static pb_tape *pb_tape_new(pb_ctx *ctx) {
+    pb_tape *t = (pb_tape *)pb_alloc(ctx, sizeof(pb_tape));
+    if (!t) return NULL;
+    t->mem = NULL;
+    t->data = NULL;
+    t->size = t->cap = 0;
+    return t;
+}
+
+static int pb_tape_push(pb_ctx *ctx, pb_tape *t, const void *src, size_t bytes) {
+    if (t->size + bytes > t->cap) {
+        size_t cap = t->cap ? t->cap : 4096;
+        while (cap < t->size + bytes) cap *= 2;
+        char *data = (char *)pb_alloc(ctx, cap);
+        if (!data) return pb_fail(ctx, "MemoryError", "out of memory growing the AD tape");
+        if (t->size) memcpy(data, t->data, t->size);
+        pb_free(t->data);
+        t->data = data;
+        t->cap = cap;
+    }
+    memcpy(t->data + t->size, src, bytes);
+    t->size += bytes;
+    return 0;
+}
+
+static int pb_tape_pop(pb_ctx *ctx, pb_tape *t, void *dst, size_t bytes) {
+    if (t->size < bytes) return pb_fail(ctx, "IndexError", "pop from an empty stack");
+    t->size -= bytes;
+    memcpy(dst, t->data + t->size, bytes);
+    return 0;
+}
+
+/* -- NumPy's arithmetic ------------------------------------------------------------- */
+
+/* NumPy's npy_divmod: floor division and a remainder with the divisor's sign. */
+static double pb_fmod_np(double a, double b) {
+    double mod = fmod(a, b);
+    if (b == 0.0) return mod; /* nan */
+    if (mod != 0.0) {
+        if ((b < 0) != (mod < 0)) mod += b;
+    } else {
+        mod = copysign(0.0, b);
+    }
+    return mod;
+}
+
+static double pb_floordiv_np(double a, double b) {
+    if (b == 0.0) return a / b;
+    double mod = fmod(a, b);
+    double div = (a - mod) / b;
+    if (mod != 0.0 && ((b < 0) != (mod < 0))) div -= 1.0;
+    double floordiv;
+    if (div != 0.0) {
+        floordiv = floor(div);
+        if (div - floordiv > 0.5) floordiv += 1.0;
+    } else {
+        floordiv = copysign(0.0, a / b);
+    }
+    return floordiv;
+}
+
+static int64_t pb_ifloordiv(int64_t a, int64_t b) {
+    if (b == 0) return 0;
+    if (b == -1 && a == INT64_MIN) return INT64_MIN;
+    int64_t q = a / b;
+    if ((a % b != 0) && ((a < 0) != (b < 0))) q -= 1;
+    return q;
+}
+
+static int64_t pb_imod(int64_t a, int64_t b) {
+    if (b == 0 || b == -1) return 0;
+    int64_t r = a % b;
+    if (r != 0 && ((r < 0) != (b < 0))) r += b;
+    return r;
+}
+
+/* Integer power with wrap-around (a negative exponent was refused before). */
+static int64_t pb_ipow(int64_t base, int64_t exp) {
+    uint64_t b = (uint64_t)base, r = 1;
+    while (exp > 0) {
+        if (exp & 1) r *= b;
+        b *= b;
+        exp >>= 1;
+    }
+    return (int64_t)r;
+}
+
+static double pb_fmax(double a, double b) { return (a != a) ? a : ((b != b) ? b : (a > b ? a : b)); }
+static double pb_fmin(double a, double b) { return (a != a) ? a : ((b != b) ? b : (a < b ? a : b)); }
+static float pb_fmaxf(float a, float b) { return (a != a) ? a : ((b != b) ? b : (a > b ? a : b)); }
+static float pb_fminf(float a, float b) { return (a != a) ? a : ((b != b) ? b : (a < b ? a : b)); }
+static double pb_sign(double x) { return x > 0 ? 1.0 : (x < 0 ? -1.0 : x); }
+
+/* Float to integer as NumPy does on x86: NaN and out-of-range give the minimum. */
+static int64_t pb_f2i64(double x) {
+    if (!(x >= -9223372036854775808.0 && x < 9223372036854775808.0)) return INT64_MIN;
+    return (int64_t)x;
+}
+static int32_t pb_f2i32(double x) {
+    if (!(x > -2147483649.0 && x < 2147483648.0)) return INT32_MIN;
+    return (int32_t)x;
+}
+
+static int64_t pb_clamp(int64_t v, int64_t lo, int64_t hi) { return v < lo ? lo : (v > hi ? hi : v); }
+
+/* SplitMix64: element i of random_bits(key). */
+static int64_t pb_splitmix(int64_t key, uint64_t i) {
+    uint64_t z = (uint64_t)key + (i + 1) * 0x9E3779B97F4A7C15ULL;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return (int64_t)(z ^ (z >> 31));
+}
+
+#endif

@@ -1,0 +1,82 @@
+"""Loop-invariant code motion: equations of a loop's blocks that compute the same thing
+on every iteration move in front of the loop.
+
+An operand is invariant when it is a literal, a value defined outside the loop (blocks
+read enclosing values), a carried value that the body passes through unchanged (its
+parameter is then the loop's operand, which the moved equation reads instead), or the
+output of an equation already moved.  Only equations that cannot fail and have no
+effects move (elementwise, broadcast, reshape and reduction ops; not integer division or
+power, which may trap or raise), so evaluating one for a loop that runs zero times is
+harmless.  Inner loops are treated first, so an invariant can leave a whole nest.
+"""
+
+from __future__ import annotations
+
+from ..ir.core import Atom, Block, Eqn, Var
+from .walk import function_pass
+
+#: Fusion kinds of the ops that may move: pure, and total on every input.
+_HOISTABLE = frozenset({"elementwise", "broadcast", "reshape", "reduction"})
+
+#: Ops of those kinds that may fail on integers (division by zero, negative powers).
+_INTEGER_PARTIAL = frozenset({"floordiv", "mod", "pow"})
+
+#: Per loop op: the position of its first carried operand, and, for each block that
+#: runs every iteration, the position of its first carried parameter.
+_LOOPS: dict[str, tuple[int, dict[str, int]]] = {
+    "while_loop": (0, {"cond": 0, "body": 0}),
+    "for_loop": (3, {"body": 1}),
+}
+
+
+def movable(eqn: Eqn) -> bool:
+    """Whether evaluating ``eqn`` where it would not have run is harmless."""
+    op = eqn.op
+    if op.effect or op.fusion not in _HOISTABLE:
+        return False
+    return not (op.name in _INTEGER_PARTIAL and not eqn.outputs[0].type.dtype.is_float)
+
+
+def _licm_block(block: Block) -> None:
+    eqns = []
+    for eqn in block.eqns:
+        for inner in eqn.blocks():
+            _licm_block(inner)
+        if eqn.op.name in _LOOPS:
+            eqns.extend(_hoist(eqn))
+        eqns.append(eqn)
+    block.eqns = eqns
+
+
+def _hoist(loop: Eqn) -> list[Eqn]:
+    """Take the invariant equations out of ``loop``'s blocks; returns them in order."""
+    first, blocks = _LOOPS[loop.op.name]
+    body = loop.params["body"]
+    carried = body.params[blocks["body"]:]
+    fixed = [k for k, (p, r) in enumerate(zip(carried, body.results, strict=True)) if r is p]
+    moved = []
+    for name, at in blocks.items():
+        blk = loop.params[name]
+        outer = {id(blk.params[at + k]): loop.inputs[first + k] for k in fixed}
+        moved += _take_invariants(blk, outer)
+    return moved
+
+
+def _take_invariants(blk: Block, outer: dict[int, Atom]) -> list[Eqn]:
+    """Remove from ``blk`` the movable equations that read no value computed in it;
+    ``outer`` gives the loop operand that a pass-through parameter always equals."""
+    inside = {id(p) for p in blk.params if id(p) not in outer}
+    moved, kept = [], []
+    for eqn in blk.eqns:
+        if movable(eqn) and not any(id(a) in inside for a in eqn.inputs):
+            eqn.inputs = [outer.get(id(a), a) if isinstance(a, Var) else a for a in eqn.inputs]
+            moved.append(eqn)
+        else:
+            kept.append(eqn)
+            inside.update(id(o) for o in eqn.outputs)
+    blk.eqns = kept
+    return moved
+
+
+#: ``licm(func) -> Func``
+licm = function_pass(lambda block, rw: _licm_block(block))

@@ -1,0 +1,53 @@
+"""The pipeline: which passes run, in which order, and how to watch them.
+
+Inlining comes first, so that the other passes see across function boundaries; constant
+folding and simplification then expose duplicates and dead values for CSE and DCE.
+LICM moves what is left invariant out of loops, and a second round cleans up what the
+moves and the first round uncovered (a moved equation may repeat one outside the loop).
+
+``PULLBACK_DUMP=passes`` prints the IR after each pass; ``PULLBACK_VERIFY=1`` verifies it
+after each pass, naming the pass that broke it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+from ..errors import VerifyError
+from ..ir.core import Func
+from ..ir.verify import verify
+from .cse import cse
+from .dce import dce
+from .fold import fold
+from .inline import inline
+from .licm import licm
+from .simplify import simplify
+
+Pass = Callable[[Func], Func]
+
+_ROUND: list[tuple[str, Pass]] = [
+    ("fold", fold), ("simplify", simplify), ("cse", cse), ("dce", dce),
+]
+
+PIPELINE: list[tuple[str, Pass]] = [("inline", inline), *_ROUND, ("licm", licm), *_ROUND]
+
+
+def optimize(func: Func) -> Func:
+    """``func`` after every pass of ``PIPELINE`` (a new function; ``func`` is unchanged)."""
+    dump = "passes" in os.environ.get("PULLBACK_DUMP", "").split(",")
+    check = bool(os.environ.get("PULLBACK_VERIFY"))
+    for name, run in PIPELINE:
+        func = run(func)
+        if dump:
+            print(f"# after {name}\n{func}")
+        if check:
+            _verify_after(name, func)
+    return func
+
+
+def _verify_after(name: str, func: Func) -> None:
+    try:
+        verify(func)
+    except VerifyError as e:
+        raise VerifyError(f"after pass {name}: {e}") from e

@@ -1,0 +1,132 @@
+"""What the passes share: rewriting a copy of a function and of every function it calls,
+a forward walk that replaces values as it goes, and which equations have effects.
+
+Passes are pure: each works on a copy (``clone_block``) of every function it reaches, so
+the input IR is never touched, and a function called from many places (or from itself)
+is rewritten once, its copy shared by every call site.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ..ir.core import Atom, Block, Eqn, Func, Var
+from ..ir.rewrite import clone_block
+
+#: A block rewrite: changes a freshly copied block in place.
+BlockRewrite = Callable[[Block, "Rewriter"], None]
+
+
+class Rewriter:
+    """One run of a pass: copies each function once, lets ``rewrite`` change the copy's
+    body (its ``call``s still naming the original callees, whose bodies are complete
+    even under recursion), then points those calls at the callees' copies."""
+
+    def __init__(self, rewrite: BlockRewrite):
+        self.rewrite = rewrite
+        self.copies: dict[int, Func] = {}
+        self.made: set[int] = set()
+
+    def func(self, func: Func) -> Func:
+        """The rewritten copy of ``func`` (``func`` itself when it is such a copy)."""
+        if id(func) in self.made:
+            return func
+        copy = self.copies.get(id(func))
+        if copy is None:
+            copy = self.copies[id(func)] = Func(func.name, None, func.out_types)
+            self.made.add(id(copy))
+            block = clone_block(func.block)
+            self.rewrite(block, self)
+            for eqn in block.walk():
+                callee = eqn.params.get("callee")
+                if isinstance(callee, Func):
+                    eqn.params["callee"] = self.func(callee)
+            copy.block = block
+        return copy
+
+
+def function_pass(rewrite: BlockRewrite) -> Callable[[Func], Func]:
+    """A pass applying ``rewrite`` to the body of a copy of a function and, consistently,
+    of each function it calls."""
+
+    def run(func: Func) -> Func:
+        return Rewriter(rewrite).func(func)
+
+    return run
+
+
+class Forward:
+    """Visits equations in program order, each with its operands already replaced and
+    its blocks already visited; ``visit`` may drop an equation by giving atoms for its
+    outputs (equal in type), and may append equations to ``out`` before it."""
+
+    def __init__(self):
+        self.subst: dict[int, Atom] = {}
+        self.defs: dict[int, Eqn] = {}
+        self.out: list[Eqn] = []
+
+    def get(self, a: Atom) -> Atom:
+        return self.subst.get(id(a), a) if isinstance(a, Var) else a
+
+    def block(self, block: Block) -> None:
+        saved, self.out = self.out, []
+        for eqn in block.eqns:
+            eqn.inputs = [self.get(a) for a in eqn.inputs]
+            for inner in eqn.blocks():
+                self.enter(eqn, inner)
+            atoms = self.visit(eqn)
+            if atoms is None:
+                self.out.append(eqn)
+                self.defs.update((id(o), eqn) for o in eqn.outputs)
+            else:
+                self.subst.update((id(o), a) for o, a in zip(eqn.outputs, atoms, strict=True))
+        block.eqns, self.out = self.out, saved
+        block.results = [self.get(r) for r in block.results]
+
+    def enter(self, eqn: Eqn, inner: Block) -> None:
+        """Visit a block ``eqn`` owns (passes with scoped state override this)."""
+        self.block(inner)
+
+    def visit(self, eqn: Eqn) -> list[Atom] | None:
+        raise NotImplementedError
+
+    def definition(self, a: Atom) -> Eqn | None:
+        """The equation that computes ``a`` (None for literals and parameters)."""
+        return self.defs.get(id(a)) if isinstance(a, Var) else None
+
+
+def forward_pass(make: Callable[[], Forward]) -> Callable[[Func], Func]:
+    """A pass that runs a fresh ``make()`` over the body of each function."""
+    return function_pass(lambda block, rw: make().block(block))
+
+
+class Effects:
+    """Which equations have effects (a print, a failed check), directly or through the
+    blocks and functions they run: passes may neither drop nor merge those."""
+
+    def __init__(self):
+        self.funcs: dict[int, bool] = {}
+        self.blocks: dict[int, tuple[Block, bool]] = {}  # the block pins its id
+
+    def eqn(self, eqn: Eqn) -> bool:
+        if eqn.op.effect:
+            return True
+        callee = eqn.params.get("callee")
+        if isinstance(callee, Func) and self.func(callee):
+            return True
+        return any(self.block(b) for b in eqn.blocks())
+
+    def block(self, block: Block) -> bool:
+        entry = self.blocks.get(id(block))
+        if entry is None:
+            entry = self.blocks[id(block)] = (block, any(self.eqn(e) for e in block.eqns))
+        return entry[1]
+
+    def func(self, func: Func) -> bool:
+        """Whether ``func`` or a function it calls has an effect (the callees' bodies are
+        searched directly, so recursion needs no fixpoint)."""
+        found = self.funcs.get(id(func))
+        if found is None:
+            found = any(e.op.effect for f in (func, *func.callees()) for e in f.block.walk())
+            self.funcs[id(func)] = found
+        return found

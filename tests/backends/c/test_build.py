@@ -1,0 +1,202 @@
+"""Building generated C into extension modules, and the on-disk cache of them."""
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from array import array
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pullback.backends.c import build, cache
+
+from .build_child import HEADERS, add_source, module_source
+
+CHILD = Path(__file__).with_name("build_child.py")
+
+needs_cc = pytest.mark.skipif(not build.have_compiler(), reason="no C compiler")
+
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch):
+    """A fresh, not yet existing cache directory for this test."""
+    path = tmp_path / "cache" / "pullback"
+    monkeypatch.setenv("PULLBACK_CACHE_DIR", str(path))
+    monkeypatch.delenv("PULLBACK_CFLAGS", raising=False)
+    return path
+
+
+def child(*args: str) -> dict:
+    """Run build_child.py in a new process (with this process's environment)."""
+    proc = subprocess.run([sys.executable, str(CHILD), *args], capture_output=True,
+                          text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def entry(cache_dir: Path) -> tuple[Path, Path]:
+    """The one cache entry's shared object and digest files."""
+    (so,) = cache_dir.glob("*.so")
+    return so, so.with_suffix(".sha256")
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def add(module, x: float, y: float) -> float:
+    return module.f(array("d", [x, y]))
+
+
+@needs_cc
+def test_build_load_run_and_memoise(cache_dir):
+    module = build.build_module(add_source("pb_t_add"), "pb_t_add", headers=HEADERS)
+    assert add(module, 1.5, 2.0) == 3.5
+    assert build.build_module(add_source("pb_t_add"), "pb_t_add", headers=HEADERS) is module
+    assert cache_dir.stat().st_mode & 0o777 == 0o700
+    so, sidecar = entry(cache_dir)
+    assert module.__file__ == str(so)
+    assert sidecar.read_text().split() == [sha256(so)]
+
+
+@needs_cc
+def test_cflags_are_appended_and_key_the_cache(cache_dir, monkeypatch):
+    monkeypatch.setenv("PULLBACK_CFLAGS", "-DOFFSET=10.0")
+    module = build.build_module(add_source("pb_t_flags"), "pb_t_flags", headers=HEADERS)
+    assert add(module, 1.5, 2.0) == 13.5
+    monkeypatch.delenv("PULLBACK_CFLAGS")
+    plain = build.build_module(add_source("pb_t_flags"), "pb_t_flags", headers=HEADERS)
+    assert add(plain, 1.5, 2.0) == 3.5
+    assert len(list(cache_dir.glob("*.so"))) == 2
+
+
+@needs_cc
+def test_cache_hit_in_a_new_process(cache_dir):
+    first = child("load", "pb_t_hit")
+    so, _ = entry(cache_dir)
+    before = so.stat()
+    second = child("load", "pb_t_hit")
+    after = so.stat()
+    assert first["result"] == second["result"] == 3.5
+    assert (before.st_ino, before.st_mtime_ns) == (after.st_ino, after.st_mtime_ns)
+    print(f"\nbuild {first['seconds'] * 1e3:.1f} ms; "
+          f"cache hit in a new process {second['seconds'] * 1e3:.1f} ms")
+
+
+@needs_cc
+@pytest.mark.parametrize("damage", ["truncate", "flip"])
+def test_damaged_entry_is_rebuilt(cache_dir, damage):
+    name = f"pb_t_{damage}"
+    child("load", name)
+    so, sidecar = entry(cache_dir)
+    data = so.read_bytes()
+    if damage == "truncate":
+        so.write_bytes(data[: len(data) // 2])
+    else:
+        middle = len(data) // 2
+        so.write_bytes(data[:middle] + bytes([data[middle] ^ 0xFF]) + data[middle + 1:])
+    assert child("load", name)["result"] == 3.5
+    assert so.read_bytes() == data
+    assert sidecar.read_text().split() == [sha256(so)]
+
+
+@needs_cc
+def test_concurrent_builds_both_succeed(cache_dir, tmp_path):
+    barrier = tmp_path / "barrier"
+    barrier.mkdir()
+    args = [sys.executable, str(CHILD), "load", "pb_t_race", str(barrier), "2"]
+    procs = [subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(2)]
+    results = []
+    for proc in procs:
+        out, err = proc.communicate()
+        assert proc.returncode == 0, err
+        results.append(json.loads(out))
+    assert [result["result"] for result in results] == [3.5, 3.5]
+    assert sorted(p.suffix for p in cache_dir.iterdir()) == [".sha256", ".so"]
+    print("\nconcurrent builds took", [round(r["seconds"], 3) for r in results], "s")
+
+
+@pytest.mark.parametrize("mode", [0o777, 0o770, 0o702])
+def test_cache_dir_writable_by_others_is_refused(cache_dir, mode):
+    cache_dir.mkdir(parents=True)
+    cache_dir.chmod(mode)
+    with pytest.raises(cache.CacheError, match="writable by other users") as info:
+        cache.cache_dir()
+    assert str(cache_dir) in str(info.value)
+    assert "chmod 700" in str(info.value) and "PULLBACK_CACHE_DIR" in str(info.value)
+
+
+@pytest.mark.skipif(not hasattr(os, "getuid") or os.getuid() != 0, reason="needs root")
+def test_cache_dir_of_another_user_is_refused(cache_dir):
+    cache_dir.mkdir(parents=True, mode=0o700)
+    os.chown(cache_dir, 12345, 12345)
+    with pytest.raises(cache.CacheError, match="belongs to another user"):
+        cache.cache_dir()
+
+
+@needs_cc
+def test_compile_error_shows_stderr_and_keeps_the_source(cache_dir):
+    source = module_source("pb_t_bad", "", "#error pullback-test-marker\n")
+    with pytest.raises(build.BuildError, match="pullback-test-marker") as info:
+        build.build_module(source, "pb_t_bad")
+    kept = Path(re.search(r"source kept in (\S+)", str(info.value))[1])
+    assert kept.read_text() == source
+    shutil.rmtree(kept.parent)
+    assert not any(cache_dir.iterdir())
+
+
+@needs_cc
+def test_blas_dgemm_links(cache_dir):
+    body = f"""
+static PyObject *f(PyObject *self, PyObject *args) {{
+    Py_buffer a, b, c;
+    if (!PyArg_ParseTuple(args, "y*y*w*", &a, &b, &c)) return NULL;
+    {build.BLAS_PREFIX}cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, 2, 2, 2,
+                                   1.0, a.buf, 2, b.buf, 2, 0.0, c.buf, 2);
+    PyBuffer_Release(&a); PyBuffer_Release(&b); PyBuffer_Release(&c);
+    Py_RETURN_NONE;
+}}
+"""
+    source = module_source("pb_t_blas", f"#include <{build.BLAS_HEADER}>", body)
+    module = build.build_module(source, "pb_t_blas")
+    a, b = np.random.default_rng(0).standard_normal((2, 2, 2))
+    c = np.zeros((2, 2))
+    module.f(a, b, c)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-15)
+
+
+@needs_cc
+def test_rejected_optional_flags_are_dropped(cache_dir, tmp_path, monkeypatch):
+    log = tmp_path / "cc.log"
+    wrapper = tmp_path / "cc-without-openmp"
+    wrapper.write_text(f'#!/bin/sh\necho "$@" >> {log}\n'
+                       f'case " $* " in *" -fopenmp "*) exit 1;; esac\n'
+                       f'exec {build.compiler_info()[0]} "$@"\n')
+    wrapper.chmod(0o755)
+    monkeypatch.setenv("PULLBACK_CC", str(wrapper))
+    module = build.build_module(add_source("pb_t_noomp"), "pb_t_noomp", headers=HEADERS)
+    assert add(module, 1.5, 2.0) == 3.5
+    (line,) = [line for line in log.read_text().splitlines() if "pb_t_noomp.c" in line]
+    assert "-march=native" in line.split() and "-fopenmp" not in line.split()
+
+
+def test_no_compiler(cache_dir, monkeypatch):
+    monkeypatch.setenv("PULLBACK_CC", "/nonexistent/pullback-cc")
+    assert build.compiler_info() is None and not build.have_compiler()
+    with pytest.raises(build.NoCompilerError, match="no working C compiler"):
+        build.build_module(add_source("pb_t_nocc"), "pb_t_nocc")
+    (message,) = child("warn")["warnings"]
+    assert "/nonexistent/pullback-cc" in message and "interpreter" in message
+
+
+@pytest.mark.parametrize(("name", "headers"), [("not-an-identifier", {}),
+                                               ("pb_t_names", {"../escape.h": ""})])
+def test_bad_names_are_refused(name, headers):
+    with pytest.raises(ValueError):
+        build.build_module("", name, headers=headers)
