@@ -99,6 +99,7 @@ def _module_source(name: str, body: str, wrapper: str) -> str:
         "#define PY_SSIZE_T_CLEAN",
         "#include <Python.h>",
         '#include "runtime.h"',
+        "#include <cblas.h>",
         "",
         body,
         wrapper,

@@ -38,9 +38,23 @@ BLAS_PREFIX = "scipy_"
 BLAS_HEADER = "cblas.h"
 
 BASE_FLAGS = ("-O3", "-fPIC", "-shared", "-std=c11", "-fno-strict-aliasing",
-              "-Werror=implicit-function-declaration")
+              "-fno-math-errno", "-Werror=implicit-function-declaration")
 OPTIONAL_FLAGS = ("-march=native", "-fopenmp")
 STDERR_LINES = 50
+
+# A loop calling a math function that glibc's libmvec has in vector form: when it links,
+# generated code may declare those functions `omp declare simd` (PB_MVEC) and link -lmvec.
+_MVEC_PROBE = """\
+#include <math.h>
+#pragma omp declare simd notinbranch
+float expf(float);
+float x[64];
+int main(void) {
+    #pragma omp simd
+    for (int i = 0; i < 64; i++) x[i] = expf(x[i]);
+    return 0;
+}
+"""
 
 _PROBE_SOURCE = """\
 #ifdef _OPENMP
@@ -99,7 +113,10 @@ def build_module(source: str, module_name: str, *,
 
     def build(out: Path) -> None:
         accepted = [flag for flag in cflags if flag not in _rejected_flags(argv)]
-        _compile([*argv, *accepted], ldflags, source, module_name, headers, out)
+        vector = _has_vector_math(argv, tuple(accepted))
+        _compile([*argv, *accepted, *(["-DPB_MVEC"] if vector else [])],
+                 [*ldflags, *(["-lmvec", "-lm"] if vector else [])], source, module_name,
+                 headers, out)
 
     return cache.load(key, module_name, build)
 
@@ -157,6 +174,16 @@ def _rejected_flags(argv: tuple[str, ...]) -> frozenset[str]:
         return frozenset(flag for flag in OPTIONAL_FLAGS
                          if _run([*argv, "-std=c11", flag, "probe.c", "-o", "probe"],
                                  tmp).returncode != 0)
+
+
+@functools.cache
+def _has_vector_math(argv: tuple[str, ...], flags: tuple[str, ...]) -> bool:
+    """Whether vectorised math functions (glibc's libmvec) link with these flags."""
+    wanted = [f for f in flags if f.startswith(("-march", "-fopenmp", "-O"))]
+    with tempfile.TemporaryDirectory(prefix="pullback-probe-") as tmp:
+        Path(tmp, "probe.c").write_text(_MVEC_PROBE)
+        return _run([*argv, *wanted, "-fno-math-errno", "probe.c", "-o", "probe", "-lmvec",
+                     "-lm"], tmp).returncode == 0
 
 
 def _compile(command: list[str], ldflags: list[str], source: str, module_name: str,

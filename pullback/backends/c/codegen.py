@@ -19,7 +19,9 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from ...ir.core import Atom, Block, Eqn, Func, Lit, Module, Var
+from ...ir.rewrite import free_vars
 from ...ir.types import DType, StackType, TensorType
+from .codegen_more import MoreOps
 
 
 class Unsupported(Exception):
@@ -131,6 +133,83 @@ _REDUCE = {"reduce_sum": ("sum", "+"), "reduce_prod": ("prod", "*"),
            "reduce_max": ("max", None), "reduce_min": ("min", None)}
 
 
+#: Products smaller than this (m*n*k) run as loops: a BLAS call costs more.
+GEMM_MIN_WORK = 4096
+BLAS_PREFIX = "scipy_"
+
+
+def _block_of(dims: Sequence[int], start: int) -> bool:
+    return list(dims) == list(range(start, start + len(dims)))
+
+
+def _as_gemm(a: TensorType, b: TensorType, lc, rc, lb, rb, lf, rf):
+    """``(batch, m, n, k, trans_a, trans_b)`` when a ``dot_general`` is a batch of row-major
+    matrix products: leading batch axes in order on both sides, free and contracting axes
+    each one contiguous block, contracting axes in the same order; else None."""
+    nb = len(lb)
+    if list(lb) != list(range(nb)) or list(rb) != list(range(nb)):
+        return None
+    if sorted(lc) != list(lc) or sorted(rc) != list(rc):
+        return None
+    if _block_of(lf, nb) and _block_of(lc, nb + len(lf)):
+        trans_a = False
+    elif _block_of(lc, nb) and _block_of(lf, nb + len(lc)):
+        trans_a = True
+    else:
+        return None
+    if _block_of(rc, nb) and _block_of(rf, nb + len(rc)):
+        trans_b = False
+    elif _block_of(rf, nb) and _block_of(rc, nb + len(rf)):
+        trans_b = True
+    else:
+        return None
+    batch = math.prod(a.shape[:nb])
+    m = math.prod(a.shape[d] for d in lf)
+    n = math.prod(b.shape[d] for d in rf)
+    k = math.prod(a.shape[d] for d in lc)
+    if m * n * k < GEMM_MIN_WORK or max(m, n, k) >= 2 ** 31:
+        return None
+    return batch, m, n, k, trans_a, trans_b
+
+
+_POINTWISE = _UNARY | _BINARY | {"select", "convert", "stop_gradient"}
+#: Consumers that read each element of their operand once, by linear index.
+_READS_ONCE = {"select", "convert", "stop_gradient", "broadcast_in_dim", "transpose",
+               "slice", "rev", "reshape", *_REDUCE}
+#: Pointwise ops whose C expression repeats an operand when it is not a float.
+_REPEATS = {"abs", "sign", "max", "min"}
+
+
+def _fusible(blk: Block) -> set[int]:
+    """Values of ``blk`` computed inside the loop of their only consumer instead of into
+    a buffer: array results of pointwise ops that one later equation of the block reads
+    element by element (vertical fusion of elementwise chains into one loop, reductions
+    and layout changes absorbing their producers)."""
+    uses: dict[int, int] = {}
+    reader: dict[int, Eqn] = {}
+    for eqn in blk.eqns:
+        for a in eqn.inputs:
+            uses[id(a)] = uses.get(id(a), 0) + 1
+            reader[id(a)] = eqn
+        for inner in eqn.blocks():
+            for v in free_vars(inner):
+                uses[id(v)] = 2
+    for r in blk.results:
+        uses[id(r)] = 2
+    out = set()
+    for eqn in blk.eqns:
+        if eqn.op.name not in _POINTWISE or eqn.outputs[0].type.shape == ():
+            continue
+        v = eqn.outputs[0]
+        c = reader.get(id(v))
+        if uses.get(id(v)) != 1 or c is None:
+            continue
+        if c.op.name in _READS_ONCE or (c.op.name in _UNARY | _BINARY and (
+                c.inputs[0].type.dtype.is_float or c.op.name not in _REPEATS)):
+            out.add(id(v))
+    return out
+
+
 class ModuleGen:
     """The C text of a module: its constants, then one function per IR function."""
 
@@ -154,7 +233,7 @@ class ModuleGen:
         return "\n".join([*self.consts, "", *protos, "", *bodies])
 
 
-class FuncGen:
+class FuncGen(MoreOps):
     def __init__(self, mod: ModuleGen, func: Func):
         self.mod, self.func = mod, func
         self.lines: list[str] = []
@@ -162,6 +241,8 @@ class FuncGen:
         self.vars: dict[int, str] = {}
         self.count = 0
         self.owned: list[list[str]] = []  # per open block: buffers it must free
+        self.fused: dict[int, Callable[[str], str]] = {}  # values computed where read
+        self.fusible: set[int] = set()
 
     # -- names and values -------------------------------------------------------
 
@@ -179,7 +260,12 @@ class FuncGen:
         return self.vars[id(a)]
 
     def buf(self, a: Atom) -> str:
-        """A tensor atom's data as a C pointer expression."""
+        """A tensor atom's data as a C pointer expression (a fused value is computed into
+        a buffer here, where a consumer needs one)."""
+        fused = self.fused.pop(id(a), None)
+        if fused is not None:
+            self.define(a)
+            self.flat_loop(a, fused)
         if isinstance(a, Lit):
             if a.type.shape == ():
                 return f"(&(const {ctype(a.type.dtype)}){{{c_literal(a.value, a.type.dtype)}}})"
@@ -189,9 +275,13 @@ class FuncGen:
         return self.vars[id(a)]
 
     def elem(self, a: Atom, index: str) -> str:
-        """Element ``index`` (a linear index) of a tensor atom; 0-d atoms broadcast."""
+        """Element ``index`` (a linear index) of a tensor atom; 0-d atoms broadcast; a
+        fused value is its expression."""
         if a.type.shape == ():
             return self.scalar(a)
+        fused = self.fused.get(id(a))
+        if fused is not None:
+            return f"({fused(index)})"
         return f"{self.buf(a)}[{index}]"
 
     def define(self, v: Var) -> str:
@@ -279,6 +369,7 @@ class FuncGen:
             self.line(f"{dest} = {value};")
 
     def block_body(self, blk: Block) -> None:
+        self.fusible |= _fusible(blk)
         for eqn in blk.eqns:
             handler = getattr(self, "op_" + eqn.op.name, None)
             if handler is None:
@@ -296,38 +387,42 @@ class FuncGen:
         if out.type.shape == ():
             self.line(f"{self.vars[id(out)]} = {expr('0')};")
             return
+        self.line("#pragma omp simd")
         self.line(f"for (int64_t i = 0; i < {out.type.size}; i++) "
                   f"{self.vars[id(out)]}[i] = {expr('i')};")
 
+    def pointwise(self, out: Var, expr: Callable[[str], str]) -> None:
+        """``out[i] = expr(i)``, or, when ``out`` is fused into its one consumer, just
+        remember ``expr`` for that consumer to compute in its own loop."""
+        if id(out) in self.fusible:
+            self.fused[id(out)] = expr
+            return
+        self.define(out)
+        self.flat_loop(out, expr)
+
     def elementwise(self, eqn: Eqn) -> None:
         (out,) = eqn.outputs
-        self.define(out)
         name, ins = eqn.op.name, eqn.inputs
         dt = ins[0].type.dtype
         if name in _UNARY:
-            self.flat_loop(out, lambda i: _unary(name, self.elem(ins[0], i), dt))
+            self.pointwise(out, lambda i: _unary(name, self.elem(ins[0], i), dt))
         else:
-            self.flat_loop(out, lambda i: _binary(name, self.elem(ins[0], i),
+            self.pointwise(out, lambda i: _binary(name, self.elem(ins[0], i),
                                                   self.elem(ins[1], i), dt))
 
     def op_select(self, eqn: Eqn) -> None:
-        (out,) = eqn.outputs
         p, a, b = eqn.inputs
-        self.define(out)
-        self.flat_loop(out, lambda i: f"({self.elem(p, i)} ? {self.elem(a, i)} : "
-                                      f"{self.elem(b, i)})")
+        self.pointwise(eqn.outputs[0], lambda i: f"({self.elem(p, i)} ? {self.elem(a, i)} "
+                                                 f": {self.elem(b, i)})")
 
     def op_convert(self, eqn: Eqn) -> None:
         (out,) = eqn.outputs
         (x,) = eqn.inputs
-        self.define(out)
-        self.flat_loop(out, lambda i: _convert(self.elem(x, i), x.type.dtype, out.type.dtype))
+        self.pointwise(out, lambda i: _convert(self.elem(x, i), x.type.dtype, out.type.dtype))
 
     def op_stop_gradient(self, eqn: Eqn) -> None:
-        (out,) = eqn.outputs
         (x,) = eqn.inputs
-        self.define(out)
-        self.flat_loop(out, lambda i: self.elem(x, i))
+        self.pointwise(eqn.outputs[0], lambda i: self.elem(x, i))
 
     def op_random_bits(self, eqn: Eqn) -> None:
         (out,) = eqn.outputs
@@ -337,8 +432,23 @@ class FuncGen:
 
     # -- index arithmetic -------------------------------------------------------------
 
-    def nd_loop(self, shape: Sequence[int], body: Callable[[list[str]], None]) -> None:
-        """Nested loops over ``shape``; ``body(index names)`` emits the innermost code."""
+    def nd_loop(self, shape: Sequence[int], body: Callable[[list[str]], None],
+                collapse: bool = False) -> None:
+        """Nested loops over ``shape``; ``body(index names)`` emits the innermost code.
+        ``collapse``: one flat loop whose indices are derived (for a pragma above it)."""
+        if collapse and len(shape) > 1:
+            flat = self.fresh("f")
+            self.line(f"for (int64_t {flat} = 0; {flat} < {math.prod(shape)}; {flat}++) {{")
+            self.depth += 1
+            idx = []
+            for k, st in enumerate(_strides(shape)):
+                name = self.fresh("i")
+                self.line(f"int64_t {name} = ({flat} / {st}) % {shape[k]};")
+                idx.append(name)
+            body(idx)
+            self.depth -= 1
+            self.line("}")
+            return
         idx = [self.fresh("i") for _ in shape]
         opened = 0
         for i, d in zip(idx, shape, strict=True):
@@ -490,7 +600,9 @@ class FuncGen:
                     cmp = ">" if kind == "max" else "<"
                     self.line(f"if ({v} {cmp} {acc}) {acc} = {v};")
 
-            self.nd_loop([x.type.shape[a] for a in axes], inner)
+            if sym is not None and not dt.is_bool:
+                self.line(f"#pragma omp simd reduction({sym}:{acc})")
+            self.nd_loop([x.type.shape[a] for a in axes], inner, collapse=True)
             where = dest if out.type.shape == () else \
                 f"{dest}[{_linear(out.type.shape, oidx)}]"
             self.line(f"{where} = ({ctype(out.type.dtype)}){acc};")
@@ -571,6 +683,10 @@ class FuncGen:
         lf = [k for k in range(a.type.ndim) if k not in lc and k not in lb]
         rf = [k for k in range(b.type.ndim) if k not in rc and k not in rb]
         self.define(out)
+        gemm = _as_gemm(a.type, b.type, lc, rc, lb, rb, lf, rf)
+        if gemm is not None and a.type.dtype.is_float and out.type.size:
+            self._gemm(out, a, b, *gemm)
+            return
         dest = self.vars[id(out)]
         dt = a.type.dtype
         acc_t = "double" if dt.is_float else ctype(dt)
@@ -605,6 +721,23 @@ class FuncGen:
             self.line(f"{where} = ({ctype(out.type.dtype)}){acc};")
 
         self.nd_loop(out.type.shape, body)
+
+    def _gemm(self, out: Var, a: Atom, b: Atom, batch: int, m: int, n: int, k: int,
+              trans_a: bool, trans_b: bool) -> None:
+        """One BLAS ``gemm`` per batch entry (row-major, contiguous operands)."""
+        dt = a.type.dtype
+        fn = f"{BLAS_PREFIX}cblas_{'s' if dt.name == 'float32' else 'd'}gemm"
+        if k == 0:
+            self.flat_loop(out, lambda i: "0")
+            return
+        ta = "CblasTrans" if trans_a else "CblasNoTrans"
+        tb = "CblasTrans" if trans_b else "CblasNoTrans"
+        lda, ldb = (m if trans_a else k), (k if trans_b else n)
+        q = self.fresh("q")
+        self.line(f"for (int64_t {q} = 0; {q} < {batch}; {q}++) {fn}(CblasRowMajor, {ta}, "
+                  f"{tb}, {m}, {n}, {k}, 1.0, {self.buf(a)} + {q} * {m * k}, {lda}, "
+                  f"{self.buf(b)} + {q} * {k * n}, {ldb}, 0.0, {self.vars[id(out)]} + "
+                  f"{q} * {m * n}, {n});")
 
     # -- indexing -------------------------------------------------------------------
 

@@ -18,6 +18,21 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Math functions glibc's libmvec has in vector form: declaring them `omp declare simd`
+ * lets `#pragma omp simd` loops call the vector versions (within 4 ulp). */
+#ifdef PB_MVEC
+#define PB_SIMD_MATH(name) \
+    _Pragma("omp declare simd notinbranch") double name(double); \
+    _Pragma("omp declare simd notinbranch") float name##f(float);
+PB_SIMD_MATH(exp) PB_SIMD_MATH(expm1) PB_SIMD_MATH(exp2) PB_SIMD_MATH(log)
+PB_SIMD_MATH(log1p) PB_SIMD_MATH(log2) PB_SIMD_MATH(log10) PB_SIMD_MATH(sin)
+PB_SIMD_MATH(cos) PB_SIMD_MATH(tan) PB_SIMD_MATH(asin) PB_SIMD_MATH(acos) PB_SIMD_MATH(atan)
+PB_SIMD_MATH(sinh) PB_SIMD_MATH(cosh) PB_SIMD_MATH(tanh) PB_SIMD_MATH(asinh)
+PB_SIMD_MATH(acosh) PB_SIMD_MATH(atanh) PB_SIMD_MATH(erf) PB_SIMD_MATH(erfc)
+PB_SIMD_MATH(cbrt)
+#undef PB_SIMD_MATH
+#endif
+
 typedef struct pb_block {
     struct pb_block *prev, *next;
     char pad[48];
@@ -199,5 +214,109 @@ static int64_t pb_splitmix(int64_t key, uint64_t i) {
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
     return (int64_t)(z ^ (z >> 31));
 }
+
+/* -- sorting and factorizations (the reference loops of ops/sort.py, ops/linalg.py) --- */
+
+/* Whether key a goes before key b in NumPy's order: ascending by <, NaN after every
+ * number (NaNs equal); descending is largest first, NaN before every number. */
+#define PB_BEFORE(a, b, desc, ISNAN) \
+    ((desc) ? ((a) > (b) || (ISNAN(a) && !ISNAN(b))) : ((a) < (b) || (ISNAN(b) && !ISNAN(a))))
+#define PB_NEVER_NAN(x) 0
+
+/* Stable bottom-up merge sort of the positions perm[0..n) by key[perm[i] * stride];
+ * tmp holds n positions.  Equal keys keep their order in both directions. */
+#define PB_DEFINE_SORT(NAME, T, ISNAN)                                                    \
+    static void NAME(const T *key, int64_t stride, int64_t *perm, int64_t *tmp,         \
+                     int64_t n, int desc) {                                               \
+        for (int64_t w = 1; w < n; w *= 2) {                                              \
+            for (int64_t lo = 0; lo < n; lo += 2 * w) {                                   \
+                int64_t mid = lo + w < n ? lo + w : n;                                    \
+                int64_t hi = lo + 2 * w < n ? lo + 2 * w : n;                             \
+                int64_t i = lo, j = mid, k = lo;                                          \
+                while (i < mid && j < hi) {                                               \
+                    T a = key[perm[i] * stride], b = key[perm[j] * stride];              \
+                    tmp[k++] = PB_BEFORE(b, a, desc, ISNAN) ? perm[j++] : perm[i++];     \
+                }                                                                         \
+                while (i < mid) tmp[k++] = perm[i++];                                     \
+                while (j < hi) tmp[k++] = perm[j++];                                      \
+            }                                                                             \
+            memcpy(perm, tmp, (size_t)n * sizeof *perm);                                  \
+        }                                                                                 \
+    }
+PB_DEFINE_SORT(pb_sort_float64, double, isnan)
+PB_DEFINE_SORT(pb_sort_float32, float, isnan)
+PB_DEFINE_SORT(pb_sort_int64, int64_t, PB_NEVER_NAN)
+PB_DEFINE_SORT(pb_sort_int32, int32_t, PB_NEVER_NAN)
+PB_DEFINE_SORT(pb_sort_bool, uint8_t, PB_NEVER_NAN)
+
+/* The factorizations of one n x n (row-major) matrix, per float type.
+ *
+ * Cholesky-Banachiewicz into l (upper triangle zeroed), reading the lower triangle of
+ * a; 1 when a pivot is <= 0 (a NaN pivot propagates instead).
+ *
+ * Triangular solve of mat x = rhs (m x k), mat read through strides (a transposed
+ * factor costs no copy) and rhs, x through strides (a right-side solve is the
+ * transposed left-side one); only the lower or upper triangle of mat is read, and its
+ * diagonal unless unit.
+ *
+ * LU in place with partial pivoting, as LAPACK getf2: the pivot is the first row of
+ * largest magnitude (NaN first); a zero pivot leaves its column unscaled. */
+#define PB_DEFINE_FACTORIZATIONS(S, T, SQRT, ABS)                                         \
+    static int pb_cholesky_##S(const T *a, T *l, int64_t n) {                             \
+        for (int64_t j = 0; j < n; j++) {                                                 \
+            for (int64_t k = j + 1; k < n; k++) l[j * n + k] = 0;                         \
+            T sq = 0;                                                                     \
+            for (int64_t k = 0; k < j; k++) sq += l[j * n + k] * l[j * n + k];            \
+            T d = a[j * n + j] - sq;                                                      \
+            if (d < 0) return 1;                                                         \
+            T ljj = SQRT(d);                                                              \
+            l[j * n + j] = ljj;                                                           \
+            for (int64_t i = j + 1; i < n; i++) {                                         \
+                T dot = 0;                                                                \
+                for (int64_t k = 0; k < j; k++) dot += l[i * n + k] * l[j * n + k];       \
+                l[i * n + j] = (a[i * n + j] - dot) / ljj;                                \
+            }                                                                             \
+        }                                                                                 \
+        return 0;                                                                         \
+    }                                                                                     \
+    static void pb_trsm_##S(const T *mat, int64_t mrs, int64_t mcs, const T *rhs, T *x,   \
+                            int64_t rs, int64_t cs, int64_t m, int64_t k, int lower,     \
+                            int unit) {                                                   \
+        for (int64_t step = 0; step < m; step++) {                                        \
+            int64_t i = lower ? step : m - 1 - step;                                      \
+            int64_t j0 = lower ? 0 : i + 1, j1 = lower ? i : m;                           \
+            for (int64_t c = 0; c < k; c++) {                                             \
+                T dot = 0;                                                                \
+                for (int64_t j = j0; j < j1; j++) dot += mat[i * mrs + j * mcs] * x[j * rs + c * cs]; \
+                T s = rhs[i * rs + c * cs] - dot;                                         \
+                x[i * rs + c * cs] = unit ? s : s / mat[i * mrs + i * mcs];               \
+            }                                                                             \
+        }                                                                                 \
+    }                                                                                     \
+    static void pb_lu_##S(T *lu, int32_t *pivots, int32_t *perm, int64_t n) {             \
+        for (int64_t i = 0; i < n; i++) perm[i] = (int32_t)i;                             \
+        for (int64_t k = 0; k < n; k++) {                                                 \
+            int64_t p = k;                                                                \
+            T best = ABS(lu[k * n + k]);                                                  \
+            for (int64_t i = k + 1; i < n; i++) {                                         \
+                T v = ABS(lu[i * n + k]);                                                 \
+                if (best == best && (v > best || v != v)) { best = v; p = i; }            \
+            }                                                                             \
+            pivots[k] = (int32_t)p;                                                       \
+            if (p != k) {                                                                 \
+                for (int64_t j = 0; j < n; j++) {                                         \
+                    T t = lu[k * n + j]; lu[k * n + j] = lu[p * n + j]; lu[p * n + j] = t; \
+                }                                                                         \
+                int32_t t = perm[k]; perm[k] = perm[p]; perm[p] = t;                      \
+            }                                                                             \
+            T pivot = lu[k * n + k];                                                      \
+            if (pivot != 0)                                                               \
+                for (int64_t i = k + 1; i < n; i++) lu[i * n + k] /= pivot;               \
+            for (int64_t i = k + 1; i < n; i++)                                           \
+                for (int64_t j = k + 1; j < n; j++) lu[i * n + j] -= lu[i * n + k] * lu[k * n + j]; \
+        }                                                                                 \
+    }
+PB_DEFINE_FACTORIZATIONS(float64, double, sqrt, fabs)
+PB_DEFINE_FACTORIZATIONS(float32, float, sqrtf, fabsf)
 
 #endif
