@@ -30,6 +30,7 @@ from .ir.builder import Builder
 from .ir.core import Func
 from .ir.types import type_of_value
 from .ir.verify import verify
+from .passes.manager import optimize
 from .tree import TreeDef, tree_flatten, tree_unflatten
 
 BACKENDS = ("interp", "c")
@@ -98,6 +99,7 @@ class Staged:
     out_tree: TreeDef
     writeback: list[int]  # leaf positions of arguments the function mutates
     runner: Callable[..., list] | None = None  # the compiled function (None: interpreter)
+    staged_func: Func | None = None  # the IR as staged, before the optimisation passes
 
     def run(self, *inputs: Any) -> list:
         if self.runner is not None:
@@ -223,6 +225,7 @@ class Jitted:
                 if staged is None:
                     name = getattr(self.fn, "__name__", "f").replace("<lambda>", "lambda")
                     staged = stage(self.fn, sig, name)
+                    staged.staged_func, staged.func = staged.func, optimize(staged.func)
                     if "ir" in os.environ.get("PULLBACK_DUMP", "").split(","):
                         print(staged.func)
                     if os.environ.get("PULLBACK_VERIFY"):

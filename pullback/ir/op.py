@@ -70,12 +70,13 @@ class Op:
         if self.name in OPS:
             raise ValueError(f"op {self.name!r} declared twice")
         self._owns_code = any(v in ("block", "func") for v in self.params.values())
+        self._blocks = tuple(k for k, v in self.params.items() if v == "block")
         OPS[self.name] = self
 
     @property
     def blocks(self) -> tuple[str, ...]:
         """Names of the params that hold blocks (the regions this op owns)."""
-        return tuple(k for k, v in self.params.items() if v == "block")
+        return self._blocks
 
     @property
     def owns_code(self) -> bool:

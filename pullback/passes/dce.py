@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ..ir.core import Block, Var
 from ..ir.rewrite import free_vars
-from .walk import Effects, function_pass
+from .walk import Effects, FunctionPass
 
 
 def _live_block(block: Block, effects: Effects) -> None:
@@ -31,4 +31,4 @@ def _live_block(block: Block, effects: Effects) -> None:
 
 
 #: ``dce(func) -> Func``
-dce = function_pass(lambda block, rw: _live_block(block, Effects()))
+dce = FunctionPass(lambda block, rw: _live_block(block, Effects()))

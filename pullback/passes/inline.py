@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ..ir.core import Atom, Eqn, Func
 from ..ir.rewrite import Env, clone_eqn
-from .walk import Forward, Rewriter, function_pass
+from .walk import Forward, FunctionPass, Rewriter
 
 
 def direct_callees(func: Func) -> list[Func]:
@@ -45,4 +45,4 @@ class _Inline(Forward):
 
 
 #: ``inline(func) -> Func``
-inline = function_pass(lambda block, rw: _Inline(rw).block(block))
+inline = FunctionPass(lambda block, rw: _Inline(rw).block(block))

@@ -13,7 +13,7 @@ harmless.  Inner loops are treated first, so an invariant can leave a whole nest
 from __future__ import annotations
 
 from ..ir.core import Atom, Block, Eqn, Var
-from .walk import function_pass
+from .walk import FunctionPass
 
 #: Fusion kinds of the ops that may move: pure, and total on every input.
 _HOISTABLE = frozenset({"elementwise", "broadcast", "reshape", "reduction"})
@@ -79,4 +79,4 @@ def _take_invariants(blk: Block, outer: dict[int, Atom]) -> list[Eqn]:
 
 
 #: ``licm(func) -> Func``
-licm = function_pass(lambda block, rw: _licm_block(block))
+licm = FunctionPass(lambda block, rw: _licm_block(block))

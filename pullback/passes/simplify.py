@@ -35,7 +35,7 @@ class _Simplify(Forward):
             return None
         return [found]
 
-    def splat(self, a: Atom) -> np.ndarray | None:
+    def splat(self, a: Atom) -> np.generic | None:
         """The one value every element of ``a`` holds, bit for bit, when ``a`` is a
         literal or a broadcast of one."""
         eqn = self.definition(a)
@@ -53,7 +53,7 @@ class _Simplify(Forward):
         return s is not None and s.tobytes() == np.asarray(value, s.dtype).tobytes()
 
     def producer(self, a: Atom, name: str) -> Eqn | None:
-        """The equation computing ``a`` when it is an ``name`` op."""
+        """The equation computing ``a`` when it is a ``name`` op."""
         eqn = self.definition(a)
         return eqn if eqn is not None and eqn.op.name == name else None
 

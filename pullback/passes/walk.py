@@ -1,9 +1,10 @@
-"""What the passes share: rewriting a copy of a function and of every function it calls,
-a forward walk that replaces values as it goes, and which equations have effects.
+"""What the passes share: rewriting a function and every function it calls, a forward
+walk that replaces values as it goes, and which equations have effects.
 
 Passes are pure: each works on a copy (``clone_block``) of every function it reaches, so
 the input IR is never touched, and a function called from many places (or from itself)
-is rewritten once, its copy shared by every call site.
+is rewritten once, its copy shared by every call site.  A pipeline that has made its
+own copy runs each pass ``in_place`` on it instead.
 """
 
 from __future__ import annotations
@@ -13,46 +14,59 @@ from collections.abc import Callable
 from ..ir.core import Atom, Block, Eqn, Func, Var
 from ..ir.rewrite import clone_block
 
-#: A block rewrite: changes a freshly copied block in place.
+#: A block rewrite: changes a block (of a copy, or of a pipeline's copy) in place.
 BlockRewrite = Callable[[Block, "Rewriter"], None]
 
 
 class Rewriter:
-    """One run of a pass: copies each function once, lets ``rewrite`` change the copy's
-    body (its ``call``s still naming the original callees, whose bodies are complete
-    even under recursion), then points those calls at the callees' copies."""
+    """One run of a pass: rewrites each function once (so recursion ends and every call
+    site shares the result).  With ``copy``, ``rewrite`` changes a copy of the body, its
+    ``call``s still naming the original callees (whose bodies are complete even under
+    recursion), and those calls are then pointed at the callees' copies; without, it
+    changes the body where it is."""
 
-    def __init__(self, rewrite: BlockRewrite):
+    def __init__(self, rewrite: BlockRewrite, copy: bool = True):
         self.rewrite = rewrite
-        self.copies: dict[int, Func] = {}
+        self.copy = copy
+        self.done: dict[int, Func] = {}
         self.made: set[int] = set()
 
     def func(self, func: Func) -> Func:
-        """The rewritten copy of ``func`` (``func`` itself when it is such a copy)."""
+        """The rewritten ``func`` (``func`` itself when it is one already)."""
         if id(func) in self.made:
             return func
-        copy = self.copies.get(id(func))
-        if copy is None:
-            copy = self.copies[id(func)] = Func(func.name, None, func.out_types)
-            self.made.add(id(copy))
-            block = clone_block(func.block)
+        new = self.done.get(id(func))
+        if new is None:
+            new = Func(func.name, None, func.out_types) if self.copy else func
+            self.done[id(func)] = new
+            self.made.add(id(new))
+            block = clone_block(func.block) if self.copy else func.block
             self.rewrite(block, self)
             for eqn in block.walk():
                 callee = eqn.params.get("callee")
                 if isinstance(callee, Func):
                     eqn.params["callee"] = self.func(callee)
-            copy.block = block
-        return copy
+            new.block = block
+        return new
 
 
-def function_pass(rewrite: BlockRewrite) -> Callable[[Func], Func]:
-    """A pass applying ``rewrite`` to the body of a copy of a function and, consistently,
-    of each function it calls."""
+class FunctionPass:
+    """A pass made of a block rewrite.  Called, it returns a rewritten copy of a function
+    and of the functions it calls, the input untouched; ``in_place`` rewrites them where
+    they are (for a pipeline working on a copy of its own)."""
 
-    def run(func: Func) -> Func:
-        return Rewriter(rewrite).func(func)
+    def __init__(self, rewrite: BlockRewrite):
+        self.rewrite = rewrite
 
-    return run
+    def __call__(self, func: Func) -> Func:
+        return Rewriter(self.rewrite).func(func)
+
+    def in_place(self, func: Func) -> None:
+        Rewriter(self.rewrite, copy=False).func(func)
+
+
+#: ``copy_func(func) -> Func``: a copy of ``func`` and its callees, with fresh values.
+copy_func = FunctionPass(lambda block, rw: None)
 
 
 class Forward:
@@ -95,9 +109,9 @@ class Forward:
         return self.defs.get(id(a)) if isinstance(a, Var) else None
 
 
-def forward_pass(make: Callable[[], Forward]) -> Callable[[Func], Func]:
+def forward_pass(make: Callable[[], Forward]) -> FunctionPass:
     """A pass that runs a fresh ``make()`` over the body of each function."""
-    return function_pass(lambda block, rw: make().block(block))
+    return FunctionPass(lambda block, rw: make().block(block))
 
 
 class Effects:

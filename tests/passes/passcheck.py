@@ -76,6 +76,7 @@ def check_pass(run: Callable[[Func], Func], source: str, want: str,
     out = run(func)
     verify(out)
     assert format_func(func) == before, "the pass changed its input"
-    assert format_func(out) == golden(want)
+    got = format_func(out)
+    assert got == golden(want), f"the pass gives:\n{got}"
     assert_same_outcome(out, func, sample_args(func) if args is None else args)
     return out

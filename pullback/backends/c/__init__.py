@@ -34,6 +34,28 @@ def _wrapper(func: Func) -> str:
     if any(isinstance(t, StackType) for t in [*ins, *outs]):
         raise Unsupported("a compiled function cannot take or return a stack")
     lines = [
+        "static PyObject *pb_printer = NULL;",
+        "",
+        "/* debug_print: the operands' bytes to the Python printer, holding the GIL. */",
+        "static int pb_print(int k, int n, const void **data, const size_t *bytes) {",
+        "    PyGILState_STATE gil = PyGILState_Ensure();",
+        "    PyObject *values = PyTuple_New(n);",
+        "    for (int j = 0; j < n; j++)",
+        "        PyTuple_SET_ITEM(values, j, PyBytes_FromStringAndSize(data[j], bytes[j]));",
+        "    PyObject *r = PyObject_CallFunction(pb_printer, \"iN\", k, values);",
+        "    int failed = r == NULL;",
+        "    if (failed) PyErr_Clear();",
+        "    Py_XDECREF(r);",
+        "    PyGILState_Release(gil);",
+        "    return failed;",
+        "}",
+        "",
+        "static PyObject *pb_set_printer(PyObject *self, PyObject *fn) {",
+        "    Py_XINCREF(fn);",
+        "    Py_XSETREF(pb_printer, fn);",
+        "    Py_RETURN_NONE;",
+        "}",
+        "",
         "static PyObject *pb_run(PyObject *self, PyObject *args) {",
         "    PyObject *ins, *outs;",
         "    if (!PyArg_ParseTuple(args, \"O!O!\", &PyTuple_Type, &ins, &PyTuple_Type, &outs))",
@@ -56,6 +78,7 @@ def _wrapper(func: Func) -> str:
         "    }",
         "    pb_ctx ctx;",
         "    pb_ctx_init(&ctx);",
+        "    ctx.print = pb_print;",
     ]
     call = []
     for k, t in enumerate(ins):
@@ -106,6 +129,7 @@ def _module_source(name: str, body: str, wrapper: str) -> str:
         "",
         "static PyMethodDef pb_methods[] = {",
         '    {"run", pb_run, METH_VARARGS, "run(inputs, outputs): None, or the fault"},',
+        '    {"set_printer", pb_set_printer, METH_O, "set_printer(fn(k, operand bytes))"},',
         "    {NULL, NULL, 0, NULL}",
         "};",
         f"static struct PyModuleDef pb_module = {{PyModuleDef_HEAD_INIT, \"{name}\", NULL, "
@@ -118,11 +142,13 @@ def _module_source(name: str, body: str, wrapper: str) -> str:
 class Compiled:
     """A function compiled to native code, called like ``interp.run``."""
 
-    def __init__(self, func: Func, module: Any, checks: list, source: str):
+    def __init__(self, func: Func, module: Any, checks: list, prints: list, source: str):
         self.func = func
         self.module = module
         self.checks = checks
+        self.prints = prints
         self.source = source
+        module.set_printer(self._print)
         self.in_types = list(func.in_types)
         self.out_types = list(func.out_types)
 
@@ -137,6 +163,12 @@ class Compiled:
         if fault is not None:
             raise self._exception(*fault)
         return outs
+
+    def _print(self, k: int, data: tuple) -> None:
+        eqn = self.prints[k]
+        values = [np.frombuffer(b, x.type.dtype.np).reshape(x.type.shape).copy()
+                  for b, x in zip(data, eqn.inputs, strict=True)]
+        eqn.op.impl(*values, **eqn.params)
 
     def _exception(self, exc: str, msg: str, check_id: int, fvalues, ivalues) -> Exception:
         if check_id >= 0:
@@ -157,11 +189,11 @@ def compile_func(func: Func) -> Compiled:
     module = Module.of(func)
     if any(not isinstance(t, TensorType) for t in [*func.in_types, *func.out_types]):
         raise Unsupported("a compiled function cannot take or return a stack")
-    body, checks = generate(module)
+    body, checks, prints = generate(module)
     wrapper = _wrapper(func)
     digest = hashlib.sha256((body + wrapper).encode()).hexdigest()[:16]
     name = f"pb_{digest}"
     source = _module_source(name, body, wrapper)
     built = build_module(source, name, headers={"runtime.h": RUNTIME})
-    return Compiled(func, built, checks, source)
+    return Compiled(func, built, checks, prints, source)
 

@@ -218,6 +218,7 @@ class ModuleGen:
         self.names = {id(f): f"pbf_{k}" for k, f in enumerate(module.funcs.values())}
         self.consts: list[str] = []
         self.checks: list[Eqn] = []
+        self.prints: list[Eqn] = []
 
     def constant(self, lit: Lit) -> str:
         name = f"pbk_{len(self.consts)}"
@@ -982,6 +983,20 @@ class FuncGen(MoreOps):
 
     # -- effects and stacks ---------------------------------------------------------
 
+    def op_debug_print(self, eqn: Eqn) -> None:
+        """The operands' bytes go to the Python side, which formats and prints them in
+        program order."""
+        k = len(self.mod.prints)
+        self.mod.prints.append(eqn)
+        n = len(eqn.inputs)
+        data, sizes = self.fresh("pd"), self.fresh("ps")
+        ptrs = ", ".join(self.buf(x) for x in eqn.inputs) or "NULL"
+        nbytes = ", ".join(f"{x.type.size} * sizeof({ctype(x.type.dtype)})"
+                           for x in eqn.inputs) or "0"
+        self.line(f"const void *{data}[] = {{{ptrs}}}; const size_t {sizes}[] = {{{nbytes}}};")
+        self.line(f"if (ctx->print({k}, {n}, {data}, {sizes})) "
+                  "{ ctx->exc = \"RuntimeError\"; goto fail; }")
+
     def op_check(self, eqn: Eqn) -> None:
         ok, *values = eqn.inputs
         if any(v.type.shape != () for v in values) or len(values) > 8:
@@ -1023,9 +1038,9 @@ class FuncGen(MoreOps):
         self.line(f"{tname} = {self.vars[id(s)]};")
 
 
-def generate(module: Module) -> tuple[str, list[Eqn]]:
-    """The C functions of ``module`` (the entry is ``pbf_0``) and its checks, in the
-    order of their ids."""
+def generate(module: Module) -> tuple[str, list[Eqn], list[Eqn]]:
+    """The C functions of ``module`` (the entry is ``pbf_0``), its checks and its prints,
+    each in the order of their ids."""
     gen = ModuleGen(module)
     text = gen.generate()
-    return text, gen.checks
+    return text, gen.checks, gen.prints

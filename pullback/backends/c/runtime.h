@@ -54,7 +54,8 @@ typedef struct pb_ctx {
     int n_values;
     double fvalues[PB_MAX_CHECK_VALUES];
     int64_t ivalues[PB_MAX_CHECK_VALUES];
-    char kinds[PB_MAX_CHECK_VALUES];  /* 'f' or 'i' (or 'b') per value */
+    /* debug_print k: hand its operands' bytes to the caller (nonzero: it failed) */
+    int (*print)(int k, int n, const void **data, const size_t *bytes);
 } pb_ctx;
 
 static void pb_ctx_init(pb_ctx *ctx) {
@@ -63,6 +64,7 @@ static void pb_ctx_init(pb_ctx *ctx) {
     ctx->msg[0] = 0;
     ctx->check_id = -1;
     ctx->n_values = 0;
+    ctx->print = NULL;
 }
 
 static int pb_fail(pb_ctx *ctx, const char *exc, const char *msg) {
@@ -268,7 +270,7 @@ PB_DEFINE_SORT(pb_sort_bool, uint8_t, PB_NEVER_NAN)
             T sq = 0;                                                                     \
             for (int64_t k = 0; k < j; k++) sq += l[j * n + k] * l[j * n + k];            \
             T d = a[j * n + j] - sq;                                                      \
-            if (d < 0) return 1;                                                         \
+            if (d <= 0) return 1;                                                         \
             T ljj = SQRT(d);                                                              \
             l[j * n + j] = ljj;                                                           \
             for (int64_t i = j + 1; i < n; i++) {                                         \

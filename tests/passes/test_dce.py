@@ -1,0 +1,165 @@
+"""Dead code elimination: unread pure equations go, in nested blocks too; effects stay,
+also when they are reached through blocks or calls; signatures stay."""
+
+from pullback.passes.dce import dce
+
+from .passcheck import check_pass
+
+
+def test_unread_equations_go_and_effects_stay():
+    check_pass(dce, """
+        func @f(%0:f64[3], %1:bool[]) -> (f64[3]) {
+          %2:f64[3] = exp %0   # m.py:1:0
+          %3:f64[3] = sin %0   # m.py:2:0
+          %4:f64[3] = mul %3, %3
+          check %1, %0 {exc="ValueError", fmt="bad {}"}
+          %5:f64[3], %6:f64[3] = cond %1, %0 {
+            then(%7:f64[3]) {
+              %8:f64[3] = cos %7
+              %9:f64[3] = tanh %7
+              yield %7, %9
+            }
+            orelse(%10:f64[3]) {
+              %11:f64[3] = neg %10
+              yield %11, %2
+            }
+          }
+          %12:f64[3] = cond %1, %0 {
+            then(%13:f64[3]) {
+              debug_print %13 {fmt="{}"}
+              yield %13
+            }
+            orelse(%14:f64[3]) {
+              yield %14
+            }
+          }
+          return %5
+        }
+    """, """
+        func @f(%0:f64[3], %1:bool[]) -> (f64[3]) {
+          %2:f64[3] = exp %0   # m.py:1:0
+          check %1, %0 {exc="ValueError", fmt="bad {}"}
+          %3:f64[3], %4:f64[3] = cond %1, %0 {
+            then(%5:f64[3]) {
+              %6:f64[3] = tanh %5
+              yield %5, %6
+            }
+            orelse(%7:f64[3]) {
+              %8:f64[3] = neg %7
+              yield %8, %2
+            }
+          }
+          %9:f64[3] = cond %1, %0 {
+            then(%10:f64[3]) {
+              debug_print %10 {fmt="{}"}
+              yield %10
+            }
+            orelse(%11:f64[3]) {
+              yield %11
+            }
+          }
+          return %3
+        }
+    """)
+
+
+def test_stacks_loops_and_calls():
+    """A pop stays while its stack is read (its value is not); a loop keeps its carried
+    values; a call of a function with no effects goes when unread, one whose callees
+    print stays (through recursion)."""
+    check_pass(dce, """
+        func @f(%0:f64[], %1:i64[]) -> (f64[], f64[]) {
+          %2:stack = stack_new
+          %3:stack = stack_push %2, %0
+          %4:stack = stack_new
+          %5:stack = stack_push %4, %0
+          %6:stack, %7:f64[] = stack_pop %5 {elem=f64[]}
+          %8:f64[], %9:stack, %10:f64[] = for_loop 0:i64[], %1, 1:i64[], %0, %3, 0.0:f64[] {
+            body(%11:i64[], %12:f64[], %13:stack, %14:f64[]) {
+              %15:f64[] = sin %12
+              %16:f64[] = cos %12
+              %17:stack = stack_push %13, %16
+              %18:stack, %19:f64[] = stack_pop %17 {elem=f64[]}
+              %20:f64[] = exp %19
+              yield %15, %18, %14
+            }
+          }
+          %21:f64[] = call %1 {callee=@pure}
+          %22:f64[] = call %1 {callee=@printing}
+          return %8, %10
+        }
+
+        func @pure(%0:i64[]) -> (f64[]) {
+          %1:bool[] = gt %0, 0:i64[]
+          %2:f64[] = cond %1, %0 {
+            then(%3:i64[]) {
+              %4:i64[] = sub %3, 1:i64[]
+              %5:f64[] = call %4 {callee=@pure}
+              yield %5
+            }
+            orelse(%6:i64[]) {
+              yield 1.0:f64[]
+            }
+          }
+          return %2
+        }
+
+        func @printing(%0:i64[]) -> (f64[]) {
+          %1:bool[] = gt %0, 0:i64[]
+          %2:f64[] = cond %1, %0 {
+            then(%3:i64[]) {
+              %4:i64[] = sub %3, 1:i64[]
+              %5:f64[] = call %4 {callee=@helper}
+              yield %5
+            }
+            orelse(%6:i64[]) {
+              debug_print %6 {fmt="{} "}
+              yield 1.0:f64[]
+            }
+          }
+          return %2
+        }
+
+        func @helper(%0:i64[]) -> (f64[]) {
+          %1:i64[] = mul %0, %0
+          %2:f64[] = call %0 {callee=@printing}
+          return %2
+        }
+    """, """
+        func @f(%0:f64[], %1:i64[]) -> (f64[], f64[]) {
+          %2:stack = stack_new
+          %3:stack = stack_push %2, %0
+          %4:f64[], %5:stack, %6:f64[] = for_loop 0:i64[], %1, 1:i64[], %0, %3, 0.0:f64[] {
+            body(%7:i64[], %8:f64[], %9:stack, %10:f64[]) {
+              %11:f64[] = sin %8
+              %12:f64[] = cos %8
+              %13:stack = stack_push %9, %12
+              %14:stack, %15:f64[] = stack_pop %13 {elem=f64[]}
+              yield %11, %14, %10
+            }
+          }
+          %16:f64[] = call %1 {callee=@printing}
+          return %4, %6
+        }
+
+        func @printing(%0:i64[]) -> (f64[]) {
+          %1:bool[] = gt %0, 0:i64[]
+          %2:f64[] = cond %1, %0 {
+            then(%3:i64[]) {
+              %4:i64[] = sub %3, 1:i64[]
+              %5:f64[] = call %4 {callee=@helper}
+              yield %5
+            }
+            orelse(%6:i64[]) {
+              debug_print %6 {fmt="{} "}
+              yield 1.0:f64[]
+            }
+          }
+          return %2
+        }
+
+        func @helper(%0:i64[]) -> (f64[]) {
+          %1:f64[] = call %0 {callee=@printing}
+          return %1
+        }
+    """)
