@@ -29,12 +29,6 @@ ITERATIVE = {"dynamic_control.golden_section_minimum": 1e-6}
 
 #: Programs that use ops without C code yet (they run on the interpreter).
 FALLBACK = {
-    "data_structures.starred_statistics", "int_bool.rank_and_bin",  # sort
-    "straight_line.column_summary",  # sort
-    "recursion.laplace_determinant", "scientific.kalman_filter_track",  # lu
-    "straight_line.ridge_regression",  # lu
-    "scientific.cholesky_solve", "straight_line.log_det_spd",  # cholesky
-    "straight_line.smooth_signal",  # conv
     "static_control.static_float_branch",  # debug_print
 }
 
