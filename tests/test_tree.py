@@ -130,7 +130,8 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("tree,expected", CASES, ids=[repr(c[0])[:40] for c in CASES])
+@pytest.mark.parametrize("tree,expected", CASES,
+                         ids=[f"{k}-{type(c[0]).__name__}" for k, c in enumerate(CASES)])
 def test_round_trip(tree, expected):
     leaves, treedef = tree_flatten(tree)
     assert len(leaves) == len(expected) == treedef.num_leaves
