@@ -107,6 +107,31 @@ class Staged:
         return interp.run(self.func, *inputs)
 
 
+@dataclass
+class Lowered:
+    """One specialisation, stage by stage (``pb.jit(f).lower(*args)``)."""
+
+    staged: Func  # the IR the frontend staged
+    passes: list[tuple[str, Func]]  # the IR after each optimisation pass
+    ir: Func  # the IR that runs
+    backend: str
+
+    @property
+    def source(self) -> str:
+        """The generated C (the native backend's module for this IR)."""
+        from .backends import c
+
+        return c.source_of(self.ir)[1]
+
+    def compile(self) -> Callable[..., list]:
+        """A callable running the IR natively (``c``) or on the interpreter."""
+        if self.backend == "c":
+            from .backends import c
+
+            return c.compile_func(self.ir)
+        return lambda *inputs: interp.run(self.ir, *inputs)
+
+
 def _compile(staged: Staged, backend: str) -> None:
     """Native code for ``staged`` when the backend is ``c``; the interpreter runs what the
     C backend cannot compile yet (with a warning once per reason)."""
@@ -233,6 +258,14 @@ class Jitted:
                     _compile(staged, self.backend)
                     self._cache[sig.key] = staged
         return staged, sig
+
+    def lower(self, *args: Any, **kwargs: Any) -> Lowered:
+        """What this function compiles to for these arguments: the IR as staged and
+        after each pass, and the C source."""
+        staged, _ = self.specialise(*args, **kwargs)
+        passes: list[tuple[str, Func]] = []
+        optimize(staged.staged_func, trace=passes)
+        return Lowered(staged.staged_func, passes, staged.func, self.backend)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         staged, sig = self.specialise(*args, **kwargs)

@@ -31,9 +31,10 @@ _ROUND: list[tuple[str, FunctionPass]] = [
 PIPELINE: list[tuple[str, FunctionPass]] = [("inline", inline), *_ROUND, ("licm", licm), *_ROUND]
 
 
-def optimize(func: Func) -> Func:
+def optimize(func: Func, trace: list[tuple[str, Func]] | None = None) -> Func:
     """``func`` after every pass of ``PIPELINE`` (a new function; ``func`` is unchanged).
-    The passes rewrite one private copy in place, which saves a copy per pass."""
+    The passes rewrite one private copy in place, which saves a copy per pass; ``trace``
+    collects a copy of the IR after each pass."""
     dump = "passes" in os.environ.get("PULLBACK_DUMP", "").split(",")
     check = bool(os.environ.get("PULLBACK_VERIFY"))
     func = copy_func(func)
@@ -41,6 +42,8 @@ def optimize(func: Func) -> Func:
         run.in_place(func)
         if dump:
             print(f"# after {name}\n{func}")
+        if trace is not None:
+            trace.append((name, copy_func(func)))
         if check:
             _verify_after(name, func)
     return func

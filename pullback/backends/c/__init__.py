@@ -11,6 +11,7 @@ plain execution raises.
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ from .codegen import Unsupported, ctype, generate
 
 RUNTIME = (Path(__file__).parent / "runtime.h").read_text()
 
-__all__ = ["Compiled", "NoCompilerError", "Unsupported", "compile_func",
+__all__ = ["Compiled", "NoCompilerError", "Unsupported", "compile_func", "source_of",
            "warn_no_compiler_once"]
 
 
@@ -184,16 +185,22 @@ def _contiguous(a: np.ndarray) -> np.ndarray:
     return a if a.flags.c_contiguous else a.copy()
 
 
-def compile_func(func: Func) -> Compiled:
-    """Native code for ``func``; raises ``Unsupported`` for what the backend lacks."""
+def source_of(func: Func) -> tuple[str, str, list, list]:
+    """The C source of ``func``'s extension module: its name, text, checks and prints."""
     module = Module.of(func)
     if any(not isinstance(t, TensorType) for t in [*func.in_types, *func.out_types]):
         raise Unsupported("a compiled function cannot take or return a stack")
     body, checks, prints = generate(module)
     wrapper = _wrapper(func)
-    digest = hashlib.sha256((body + wrapper).encode()).hexdigest()[:16]
-    name = f"pb_{digest}"
-    source = _module_source(name, body, wrapper)
+    name = f"pb_{hashlib.sha256((body + wrapper).encode()).hexdigest()[:16]}"
+    return name, _module_source(name, body, wrapper), checks, prints
+
+
+def compile_func(func: Func) -> Compiled:
+    """Native code for ``func``; raises ``Unsupported`` for what the backend lacks.
+    ``PULLBACK_DUMP=c`` prints the C source."""
+    name, source, checks, prints = source_of(func)
+    if "c" in os.environ.get("PULLBACK_DUMP", "").split(","):
+        print(source)
     built = build_module(source, name, headers={"runtime.h": RUNTIME})
     return Compiled(func, built, checks, prints, source)
-
