@@ -34,7 +34,7 @@ def test_corpus_under_address_and_undefined_behaviour_sanitizers(tmp_path):
                LD_PRELOAD=asan,
                ASAN_OPTIONS="detect_leaks=0:abort_on_error=1",
                UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1",
-               PULLBACK_CFLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer "
+               PULLBACK_CFLAGS="-O1 -fsanitize=address,undefined -fno-omit-frame-pointer "
                                "-fno-sanitize-recover=undefined",
                PULLBACK_CACHE_DIR=str(tmp_path / "cache"))
     proc = subprocess.run([sys.executable, str(HERE / "sanitize_child.py")], env=env,
