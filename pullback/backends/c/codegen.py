@@ -180,7 +180,58 @@ _READS_ONCE = {"select", "convert", "stop_gradient", "broadcast_in_dim", "transp
 _REPEATS = {"abs", "sign", "max", "min"}
 
 
-def _fusible(blk: Block) -> set[int]:
+def _pointwise_expr(eqn: Eqn, operand: Callable[[Atom], str]) -> str:
+    """The C expression of one element of a pointwise equation's result, given the C
+    expressions of its operands' elements."""
+    name, ins = eqn.op.name, eqn.inputs
+    if name == "select":
+        p, a, b = (operand(x) for x in ins)
+        return f"({p} ? {a} : {b})"
+    if name == "convert":
+        return _convert(operand(ins[0]), ins[0].type.dtype, eqn.outputs[0].type.dtype)
+    if name == "stop_gradient":
+        return operand(ins[0])
+    dt = ins[0].type.dtype
+    if name in _UNARY:
+        return _unary(name, operand(ins[0]), dt)
+    return _binary(name, operand(ins[0]), operand(ins[1]), dt)
+
+
+def _runs(blk: Block) -> tuple[dict[int, list[Eqn]], set[int]]:
+    """Runs of two or more consecutive pointwise equations with one result shape, each
+    possibly closed by a float reduction over all axes of one of its values (keyed by
+    the index of their first equation), and the values read after their run."""
+    runs: dict[int, list[Eqn]] = {}
+    k = 0
+    eqns = blk.eqns
+    while k < len(eqns):
+        shape = eqns[k].outputs[0].type.shape if eqns[k].op.name in _POINTWISE else ()
+        j = k
+        while j < len(eqns) and eqns[j].op.name in _POINTWISE and \
+                eqns[j].outputs[0].type.shape == shape:
+            j += 1
+        if shape != () and j < len(eqns) and eqns[j].op.name in _REDUCE:
+            x = eqns[j].inputs[0]
+            if any(e.outputs[0] is x for e in eqns[k:j]) and x.type.dtype.is_float and \
+                    len(eqns[j].params["axes"]) == x.type.ndim:
+                j += 1
+        if shape != () and j - k >= 2:
+            runs[k] = eqns[k:j]
+            k = j
+        else:
+            k += 1
+    later: set[int] = set()
+    for start, run in runs.items():
+        for e in eqns[start + len(run):]:
+            later.update(id(a) for a in e.inputs)
+    for e in eqns:
+        for inner in e.blocks():
+            later.update(id(v) for v in free_vars(inner))
+    later.update(id(r) for r in blk.results)
+    return runs, later
+
+
+def _fusible(blk: Block, runs: dict[int, list[Eqn]]) -> set[int]:
     """Values of ``blk`` computed inside the loop of their only consumer instead of into
     a buffer: array results of pointwise ops that one later equation of the block reads
     element by element (vertical fusion of elementwise chains into one loop, reductions
@@ -196,8 +247,11 @@ def _fusible(blk: Block) -> set[int]:
                 uses[id(v)] = 2
     for r in blk.results:
         uses[id(r)] = 2
+    in_runs = {id(e) for run in runs.values() for e in run}
     out = set()
     for eqn in blk.eqns:
+        if id(eqn) in in_runs:
+            continue
         if eqn.op.name not in _POINTWISE or eqn.outputs[0].type.shape == ():
             continue
         v = eqn.outputs[0]
@@ -370,8 +424,16 @@ class FuncGen(MoreOps):
             self.line(f"{dest} = {value};")
 
     def block_body(self, blk: Block) -> None:
-        self.fusible |= _fusible(blk)
-        for eqn in blk.eqns:
+        runs, later = _runs(blk)
+        self.fusible |= _fusible(blk, runs)
+        k = 0
+        while k < len(blk.eqns):
+            if k in runs:
+                self.run(runs[k], later)
+                k += len(runs[k])
+                continue
+            eqn = blk.eqns[k]
+            k += 1
             handler = getattr(self, "op_" + eqn.op.name, None)
             if handler is None:
                 handler = self.elementwise if eqn.op.name in _UNARY | _BINARY else None
@@ -402,28 +464,51 @@ class FuncGen(MoreOps):
         self.flat_loop(out, expr)
 
     def elementwise(self, eqn: Eqn) -> None:
-        (out,) = eqn.outputs
-        name, ins = eqn.op.name, eqn.inputs
-        dt = ins[0].type.dtype
-        if name in _UNARY:
-            self.pointwise(out, lambda i: _unary(name, self.elem(ins[0], i), dt))
+        self.pointwise(eqn.outputs[0], lambda i: _pointwise_expr(
+            eqn, lambda a: self.elem(a, i)))
+
+    op_select = op_convert = op_stop_gradient = elementwise
+
+    def run(self, run: list[Eqn], later: set[int]) -> None:
+        """Consecutive pointwise equations over one shape as one loop: each value is a
+        scalar local of the loop body, stored to a buffer only when read after the run
+        (``later``); a final full reduction accumulates in the same loop."""
+        last = run[-1]
+        reduction = last if last.op.name in _REDUCE else None
+        body = run[:-1] if reduction else run
+        n = body[0].outputs[0].type.size
+        stored = [e.outputs[0] for e in body if id(e.outputs[0]) in later]
+        for v in stored:
+            self.define(v)
+        local: dict[int, str] = {}
+        acc = None
+        if reduction is not None:
+            self.define(reduction.outputs[0])
+            acc, init, sym = self._accumulator(reduction)
+            self.line(f"double {acc} = {init};")
+            if sym is not None:
+                self.line(f"#pragma omp simd reduction({sym}:{acc})")
+            else:
+                self.line("#pragma omp simd")
         else:
-            self.pointwise(out, lambda i: _binary(name, self.elem(ins[0], i),
-                                                  self.elem(ins[1], i), dt))
-
-    def op_select(self, eqn: Eqn) -> None:
-        p, a, b = eqn.inputs
-        self.pointwise(eqn.outputs[0], lambda i: f"({self.elem(p, i)} ? {self.elem(a, i)} "
-                                                 f": {self.elem(b, i)})")
-
-    def op_convert(self, eqn: Eqn) -> None:
-        (out,) = eqn.outputs
-        (x,) = eqn.inputs
-        self.pointwise(out, lambda i: _convert(self.elem(x, i), x.type.dtype, out.type.dtype))
-
-    def op_stop_gradient(self, eqn: Eqn) -> None:
-        (x,) = eqn.inputs
-        self.pointwise(eqn.outputs[0], lambda i: self.elem(x, i))
+            self.line("#pragma omp simd")
+        self.line(f"for (int64_t i = 0; i < {n}; i++) {{")
+        self.depth += 1
+        for eqn in body:
+            v = eqn.outputs[0]
+            name = self.fresh("t")
+            expr = _pointwise_expr(eqn, lambda a: local.get(id(a)) or self.elem(a, "i"))
+            self.line(f"{ctype(v.type.dtype)} {name} = {expr};")
+            local[id(v)] = name
+            if id(v) in later:
+                self.line(f"{self.vars[id(v)]}[i] = {name};")
+        if reduction is not None:
+            self._accumulate(reduction, acc, local[id(reduction.inputs[0])])
+        self.depth -= 1
+        self.line("}")
+        if reduction is not None:
+            out = reduction.outputs[0]
+            self.line(f"{self.vars[id(out)]} = ({ctype(out.type.dtype)}){acc};")
 
     def op_random_bits(self, eqn: Eqn) -> None:
         (out,) = eqn.outputs
@@ -563,15 +648,11 @@ class FuncGen(MoreOps):
 
     # -- reductions -------------------------------------------------------------------
 
-    def reduce(self, eqn: Eqn) -> None:
-        (out,) = eqn.outputs
-        (x,) = eqn.inputs
-        axes = eqn.params["axes"]
+    def _accumulator(self, eqn: Eqn) -> tuple[str, str, str | None]:
+        """A fresh accumulator name for a reduction, its initial value, and the operator
+        of an ``omp simd reduction`` (None for max/min)."""
         kind, sym = _REDUCE[eqn.op.name]
-        dt = x.type.dtype
-        acc_t = "double" if dt.is_float else ctype(dt)
-        self.define(out)
-        kept = [k for k in range(x.type.ndim) if k not in axes]
+        dt = eqn.inputs[0].type.dtype
         if dt.is_float:
             init = {"sum": "0.0", "prod": "1.0", "max": "-INFINITY", "min": "INFINITY"}[kind]
         elif dt.is_bool:
@@ -579,29 +660,40 @@ class FuncGen(MoreOps):
         else:
             lim = "INT64" if dt.name == "int64" else "INT32"
             init = {"sum": "0", "prod": "1", "max": f"{lim}_MIN", "min": f"{lim}_MAX"}[kind]
+        return self.fresh("a"), init, None if dt.is_bool else sym
+
+    def _accumulate(self, eqn: Eqn, acc: str, v: str) -> None:
+        kind, sym = _REDUCE[eqn.op.name]
+        dt = eqn.inputs[0].type.dtype
+        if sym is not None:
+            op = ("|" if sym == "+" else "&") if dt.is_bool else sym
+            self.line(f"{acc} = {acc} {op} {v};")
+        elif dt.is_float:
+            self.line(f"{acc} = pb_f{kind}({acc}, {v});")
+        else:
+            self.line(f"if ({v} {'>' if kind == 'max' else '<'} {acc}) {acc} = {v};")
+
+    def reduce(self, eqn: Eqn) -> None:
+        (out,) = eqn.outputs
+        (x,) = eqn.inputs
+        axes = eqn.params["axes"]
+        dt = x.type.dtype
+        acc_t = "double" if dt.is_float else ctype(dt)
+        self.define(out)
+        kept = [k for k in range(x.type.ndim) if k not in axes]
         dest = self.vars[id(out)]
 
         def outer(oidx):
-            acc = self.fresh("a")
+            acc, init, sym = self._accumulator(eqn)
             self.line(f"{acc_t} {acc} = {init};")
 
             def inner(ridx):
                 full, ko, kr = [], iter(oidx), iter(ridx)
                 for k in range(x.type.ndim):
                     full.append(next(kr) if k in axes else next(ko))
-                v = self.elem(x, _linear(x.type.shape, full))
-                if sym is not None:
-                    if dt.is_bool:
-                        self.line(f"{acc} = {acc} {'|' if sym == '+' else '&'} {v};")
-                    else:
-                        self.line(f"{acc} = {acc} {sym} {v};")
-                elif dt.is_float:
-                    self.line(f"{acc} = pb_f{kind}({acc}, {v});")
-                else:
-                    cmp = ">" if kind == "max" else "<"
-                    self.line(f"if ({v} {cmp} {acc}) {acc} = {v};")
+                self._accumulate(eqn, acc, self.elem(x, _linear(x.type.shape, full)))
 
-            if sym is not None and not dt.is_bool:
+            if sym is not None:
                 self.line(f"#pragma omp simd reduction({sym}:{acc})")
             self.nd_loop([x.type.shape[a] for a in axes], inner, collapse=True)
             where = dest if out.type.shape == () else \
