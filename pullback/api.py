@@ -66,9 +66,11 @@ class Signature:
     alias: list[int]  # for each run-time leaf, the position of its first occurrence
 
 
-def signature(fn: Callable, args: tuple, kwargs: dict, static_argnames: Sequence[str]
-              ) -> Signature:
-    bound = inspect.signature(fn).bind(*args, **kwargs)
+def signature(fn: Callable, args: tuple, kwargs: dict, static_argnames: Sequence[str],
+              params: inspect.Signature | None = None) -> Signature:
+    """The cache key and feeding plan of a call; ``params`` is ``fn``'s signature when the
+    caller has it already."""
+    bound = (params or inspect.signature(fn)).bind(*args, **kwargs)
     bound.apply_defaults()
     arguments = dict(bound.arguments)
     static = {n: arguments.pop(n) for n in static_argnames if n in arguments}
@@ -240,9 +242,12 @@ class Jitted:
         self.backend = backend
         self._cache: dict[tuple, Staged] = {}
         self._lock = threading.Lock()
+        self._params: inspect.Signature | None = None  # fn's signature, once asked
 
     def specialise(self, *args: Any, **kwargs: Any) -> tuple[Staged, Signature]:
-        sig = signature(self.fn, args, kwargs, self.static_argnames)
+        if self._params is None:
+            self._params = inspect.signature(self.fn)
+        sig = signature(self.fn, args, kwargs, self.static_argnames, self._params)
         staged = self._cache.get(sig.key)
         if staged is None:
             with self._lock:
