@@ -124,6 +124,9 @@ def _module_source(name: str, body: str, wrapper: str) -> str:
         "#include <Python.h>",
         '#include "runtime.h"',
         "#include <cblas.h>",
+        "#ifdef _OPENMP",
+        "#include <omp.h>",
+        "#endif",
         "",
         body,
         wrapper,
@@ -135,7 +138,13 @@ def _module_source(name: str, body: str, wrapper: str) -> str:
         "};",
         f"static struct PyModuleDef pb_module = {{PyModuleDef_HEAD_INIT, \"{name}\", NULL, "
         "-1, pb_methods};",
-        f"PyMODINIT_FUNC PyInit_{name}(void) {{ return PyModule_Create(&pb_module); }}",
+        f"PyMODINIT_FUNC PyInit_{name}(void) {{",
+        "#ifdef _OPENMP",
+        '    const char *threads = getenv("PULLBACK_NUM_THREADS");',
+        "    if (threads && atoi(threads) > 0) omp_set_num_threads(atoi(threads));",
+        "#endif",
+        "    return PyModule_Create(&pb_module);",
+        "}",
         "",
     ])
 

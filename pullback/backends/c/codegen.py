@@ -264,6 +264,16 @@ def _fusible(blk: Block, runs: dict[int, list[Eqn]]) -> set[int]:
     return out
 
 
+#: Loops over at least this many elements run on every thread (``PULLBACK_NUM_THREADS``).
+PARALLEL_MIN = 1 << 16
+
+
+def _vector_pragma(n: int, clause: str = "") -> str:
+    """SIMD for every flat loop; threads too for long ones."""
+    kind = "parallel for simd schedule(static)" if n >= PARALLEL_MIN else "simd"
+    return f"#pragma omp {kind} {clause}".rstrip()
+
+
 class ModuleGen:
     """The C text of a module: its constants, then one function per IR function."""
 
@@ -450,7 +460,7 @@ class FuncGen(MoreOps):
         if out.type.shape == ():
             self.line(f"{self.vars[id(out)]} = {expr('0')};")
             return
-        self.line("#pragma omp simd")
+        self.line(_vector_pragma(out.type.size))
         self.line(f"for (int64_t i = 0; i < {out.type.size}; i++) "
                   f"{self.vars[id(out)]}[i] = {expr('i')};")
 
@@ -486,12 +496,10 @@ class FuncGen(MoreOps):
             self.define(reduction.outputs[0])
             acc, init, sym = self._accumulator(reduction)
             self.line(f"double {acc} = {init};")
-            if sym is not None:
-                self.line(f"#pragma omp simd reduction({sym}:{acc})")
-            else:
-                self.line("#pragma omp simd")
+            if sym is not None:  # max/min carry NaN rules no OpenMP reduction keeps
+                self.line(_vector_pragma(n, f"reduction({sym}:{acc})"))
         else:
-            self.line("#pragma omp simd")
+            self.line(_vector_pragma(n))
         self.line(f"for (int64_t i = 0; i < {n}; i++) {{")
         self.depth += 1
         for eqn in body:
@@ -694,7 +702,9 @@ class FuncGen(MoreOps):
                 self._accumulate(eqn, acc, self.elem(x, _linear(x.type.shape, full)))
 
             if sym is not None:
-                self.line(f"#pragma omp simd reduction({sym}:{acc})")
+                extent = math.prod(x.type.shape[a] for a in axes)
+                self.line(_vector_pragma(extent if not kept else 0,
+                                         f"reduction({sym}:{acc})"))
             self.nd_loop([x.type.shape[a] for a in axes], inner, collapse=True)
             where = dest if out.type.shape == () else \
                 f"{dest}[{_linear(out.type.shape, oidx)}]"

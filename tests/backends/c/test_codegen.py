@@ -1,0 +1,74 @@
+"""Loop fusion and vectorisation in the generated C keep NumPy's answers: runs of
+pointwise equations with a closing reduction, values a run must store for later, NaN
+rules of max/min reductions, long loops that run on threads, BLAS products."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import pullback as pb
+from pullback.backends.c.codegen import PARALLEL_MIN
+
+
+def _native(fn, *args):
+    jitted = pb.jit(fn, backend="c")
+    staged, _ = jitted.specialise(*args)
+    assert staged.runner is not None
+    return jitted(*args), staged.runner.source
+
+
+def test_a_run_with_a_closing_sum_is_one_loop():
+    def f(x):
+        return np.sum(np.tanh(x) * (1 / (1 + np.exp(-x))) + 0.5 * x * x)
+
+    x = np.linspace(-3, 3, 1001)
+    got, source = _native(f, x)
+    assert got == pytest.approx(f(x), rel=1e-12)
+    assert source.count("for (int64_t i = 0;") == 1
+
+
+@pytest.mark.parametrize("reduce", [np.max, np.min])
+def test_max_and_min_of_a_run_propagate_nan(reduce):
+    def f(x):
+        return reduce(np.sqrt(x) * 2.0 + x)
+
+    for x in (np.linspace(0, 4, 50), np.array([1.0, -1.0, 2.0])):
+        got, _ = _native(f, x)
+        with np.errstate(invalid="ignore"):
+            np.testing.assert_equal(got, f(x))
+
+
+def test_values_a_run_stores_for_later_are_right():
+    def f(x):
+        a = np.exp(x) * 2.0
+        b = a + np.sin(x)
+        return b @ a, a[::2]
+
+    x = np.linspace(-1, 1, 64)
+    (dot, every_other), _ = _native(f, x)
+    want = f(x)
+    assert dot == pytest.approx(want[0], rel=1e-12)
+    np.testing.assert_allclose(every_other, want[1], rtol=1e-15)
+
+
+def test_long_loops_run_on_threads_and_agree():
+    def f(x):
+        return np.sum(np.log1p(x * x)), np.cos(x) * x
+
+    x = np.linspace(-2, 2, PARALLEL_MIN * 2, dtype=np.float32)
+    (total, y), source = _native(f, x)
+    assert "parallel for simd" in source
+    assert total == pytest.approx(f(x)[0], rel=1e-5)
+    np.testing.assert_allclose(y, f(x)[1], rtol=1e-5, atol=1e-6)
+
+
+def test_matrix_products_call_blas():
+    def f(a, b):
+        return (a @ b).T @ a
+
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((40, 30)), rng.standard_normal((30, 50))
+    got, source = _native(f, a, b)
+    assert "scipy_cblas_dgemm" in source
+    np.testing.assert_allclose(got, f(a, b), rtol=1e-12)
