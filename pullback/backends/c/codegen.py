@@ -180,6 +180,14 @@ _READS_ONCE = {"select", "convert", "stop_gradient", "broadcast_in_dim", "transp
 _REPEATS = {"abs", "sign", "max", "min"}
 
 
+def _is_pointwise(eqn: Eqn) -> bool:
+    """Each element of the result is a function of the same element of each operand
+    (0-d operands broadcast), as a broadcast of a 0-d value is too."""
+    if eqn.op.name == "broadcast_in_dim":
+        return eqn.inputs[0].type.shape == ()
+    return eqn.op.name in _POINTWISE
+
+
 def _pointwise_expr(eqn: Eqn, operand: Callable[[Atom], str]) -> str:
     """The C expression of one element of a pointwise equation's result, given the C
     expressions of its operands' elements."""
@@ -189,7 +197,7 @@ def _pointwise_expr(eqn: Eqn, operand: Callable[[Atom], str]) -> str:
         return f"({p} ? {a} : {b})"
     if name == "convert":
         return _convert(operand(ins[0]), ins[0].type.dtype, eqn.outputs[0].type.dtype)
-    if name == "stop_gradient":
+    if name in ("stop_gradient", "broadcast_in_dim"):  # a broadcast of a 0-d value
         return operand(ins[0])
     dt = ins[0].type.dtype
     if name in _UNARY:
@@ -205,9 +213,9 @@ def _runs(blk: Block) -> tuple[dict[int, list[Eqn]], set[int]]:
     k = 0
     eqns = blk.eqns
     while k < len(eqns):
-        shape = eqns[k].outputs[0].type.shape if eqns[k].op.name in _POINTWISE else ()
+        shape = eqns[k].outputs[0].type.shape if _is_pointwise(eqns[k]) else ()
         j = k
-        while j < len(eqns) and eqns[j].op.name in _POINTWISE and \
+        while j < len(eqns) and _is_pointwise(eqns[j]) and \
                 eqns[j].outputs[0].type.shape == shape:
             j += 1
         if shape != () and j < len(eqns) and eqns[j].op.name in _REDUCE:
@@ -252,7 +260,7 @@ def _fusible(blk: Block, runs: dict[int, list[Eqn]]) -> set[int]:
     for eqn in blk.eqns:
         if id(eqn) in in_runs:
             continue
-        if eqn.op.name not in _POINTWISE or eqn.outputs[0].type.shape == ():
+        if not _is_pointwise(eqn) or eqn.outputs[0].type.shape == ():
             continue
         v = eqn.outputs[0]
         c = reader.get(id(v))
@@ -574,6 +582,9 @@ class FuncGen(MoreOps):
 
     def op_broadcast_in_dim(self, eqn: Eqn) -> None:
         (x,) = eqn.inputs
+        if x.type.shape == ():
+            self.elementwise(eqn)
+            return
         dims = eqn.params["dims"]
         self.gather_loop(eqn.outputs[0], x, lambda idx: [
             "0" if x.type.shape[k] == 1 else idx[d] for k, d in enumerate(dims)])
