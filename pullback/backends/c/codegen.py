@@ -142,6 +142,16 @@ def _block_of(dims: Sequence[int], start: int) -> bool:
     return list(dims) == list(range(start, start + len(dims)))
 
 
+def _transposed(first, second, start: int) -> bool | None:
+    """Whether an operand's two axis blocks after the batch axes come as (second, first)
+    (True) or as (first, second) (False); None when they are not two contiguous blocks."""
+    if _block_of(first, start) and _block_of(second, start + len(first)):
+        return False
+    if _block_of(second, start) and _block_of(first, start + len(second)):
+        return True
+    return None
+
+
 def _as_gemm(a: TensorType, b: TensorType, lc, rc, lb, rb, lf, rf):
     """``(batch, m, n, k, trans_a, trans_b)`` when a ``dot_general`` is a batch of row-major
     matrix products: leading batch axes in order on both sides, free and contracting axes
@@ -151,17 +161,9 @@ def _as_gemm(a: TensorType, b: TensorType, lc, rc, lb, rb, lf, rf):
         return None
     if sorted(lc) != list(lc) or sorted(rc) != list(rc):
         return None
-    if _block_of(lf, nb) and _block_of(lc, nb + len(lf)):
-        trans_a = False
-    elif _block_of(lc, nb) and _block_of(lf, nb + len(lc)):
-        trans_a = True
-    else:
-        return None
-    if _block_of(rc, nb) and _block_of(rf, nb + len(rc)):
-        trans_b = False
-    elif _block_of(rf, nb) and _block_of(rc, nb + len(rf)):
-        trans_b = True
-    else:
+    trans_a = _transposed(lf, lc, nb)
+    trans_b = _transposed(rc, rf, nb)
+    if trans_a is None or trans_b is None:
         return None
     batch = math.prod(a.shape[:nb])
     m = math.prod(a.shape[d] for d in lf)
@@ -357,19 +359,22 @@ class FuncGen(MoreOps):
             return f"({fused(index)})"
         return f"{self.buf(a)}[{index}]"
 
-    def define(self, v: Var) -> str:
-        """Declare ``v``: a scalar, a new owned buffer, or a tape pointer."""
+    def define(self, v: Var, allocate: bool = True) -> str:
+        """Declare ``v``, owned by the open block: a scalar, a buffer (a new one, or
+        NULL until a result moves in when not ``allocate``), or a tape pointer."""
         name = self.fresh()
         self.vars[id(v)] = name
         t = v.type
         if isinstance(t, StackType):
-            self.line(f"pb_tape *{name};")
+            self.line(f"pb_tape *{name} = NULL;")
         elif t.shape == ():
-            self.line(f"{ctype(t.dtype)} {name};")
+            self.line(f"{ctype(t.dtype)} {name} = 0;")
         else:
-            self.line(f"{ctype(t.dtype)} *{name} = ({ctype(t.dtype)} *)pb_alloc(ctx, "
-                      f"{max(t.size, 1)} * sizeof({ctype(t.dtype)}));")
-            self.line(f"if (!{name}) goto oom;")
+            ct = ctype(t.dtype)
+            size = f"({ct} *)pb_alloc(ctx, {max(t.size, 1)} * sizeof({ct}))"
+            self.line(f"{ct} *{name} = {size if allocate else 'NULL'};")
+            if allocate:
+                self.line(f"if (!{name}) goto oom;")
             self.owned[-1].append(name)
         return name
 
@@ -957,20 +962,7 @@ class FuncGen(MoreOps):
 
     def declare_outputs(self, eqn: Eqn) -> list[str]:
         """Variables for a control op's results, owned by the enclosing block."""
-        names = []
-        for v in eqn.outputs:
-            name = self.fresh()
-            self.vars[id(v)] = name
-            t = v.type
-            if isinstance(t, StackType):
-                self.line(f"pb_tape *{name} = NULL;")
-            elif t.shape == ():
-                self.line(f"{ctype(t.dtype)} {name} = 0;")
-            else:
-                self.line(f"{ctype(t.dtype)} *{name} = NULL;")
-                self.owned[-1].append(name)
-            names.append(name)
-        return names
+        return [self.define(v, allocate=False) for v in eqn.outputs]
 
     def op_cond(self, eqn: Eqn) -> None:
         pred, *xs = eqn.inputs
