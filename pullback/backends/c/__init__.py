@@ -87,8 +87,11 @@ def _wrapper(func: Func) -> str:
         call.append(f"*({ct} *)b[{k}].buf" if t.shape == () else f"(const {ct} *)b[{k}].buf")
     for k, t in enumerate(outs):
         ct = ctype(t.dtype)
-        lines.append(f"    {ct} r{k} = 0;" if t.shape == () else f"    {ct} *r{k} = NULL;")
-        call.append(f"&r{k}")
+        if t.shape == ():
+            lines.append(f"    {ct} r{k} = 0;")
+            call.append(f"&r{k}")
+        else:
+            call.append(f"({ct} *)b[{len(ins) + k}].buf")
     lines += [
         "    int status;",
         "    Py_BEGIN_ALLOW_THREADS",
@@ -96,10 +99,8 @@ def _wrapper(func: Func) -> str:
         "    if (!status) {",
     ]
     for k, t in enumerate(outs):
-        ct = ctype(t.dtype)
-        dst = f"b[{len(ins) + k}].buf"
-        lines.append(f"        *({ct} *){dst} = r{k};" if t.shape == () else
-                     f"        memcpy({dst}, r{k}, {t.size} * sizeof({ct}));")
+        if t.shape == ():
+            lines.append(f"        *({ctype(t.dtype)} *)b[{len(ins) + k}].buf = r{k};")
     lines += [
         "    }",
         "    pb_free_all(&ctx);",

@@ -182,6 +182,19 @@ _READS_ONCE = {"select", "convert", "stop_gradient", "broadcast_in_dim", "transp
 _REPEATS = {"abs", "sign", "max", "min"}
 
 
+def _destinations(blk: Block) -> dict[int, int]:
+    """Array results of the entry block that an equation of it allocates (not a
+    control-flow result, which moves in): each is computed straight into the caller's
+    output buffer of the first result it is."""
+    made = {id(o) for e in blk.eqns if not e.op.blocks and e.op.name != "call"
+            for o in e.outputs}
+    dest: dict[int, int] = {}
+    for k, r in enumerate(blk.results):
+        if isinstance(r, Var) and r.type.shape != () and id(r) in made and id(r) not in dest:
+            dest[id(r)] = k
+    return dest
+
+
 def _is_pointwise(eqn: Eqn) -> bool:
     """Each element of the result is a function of the same element of each operand
     (0-d operands broadcast), as a broadcast of a 0-d value is too."""
@@ -290,6 +303,7 @@ class ModuleGen:
     def __init__(self, module: Module):
         self.module = module
         self.names = {id(f): f"pbf_{k}" for k, f in enumerate(module.funcs.values())}
+        self.entry = module.main
         self.consts: list[str] = []
         self.checks: list[Eqn] = []
         self.prints: list[Eqn] = []
@@ -317,6 +331,8 @@ class FuncGen(MoreOps):
         self.count = 0
         self.owned: list[list[str]] = []  # per open block: buffers it must free
         self.fused: dict[int, Callable[[str], str]] = {}  # values computed where read
+        self.entry = func is mod.entry
+        self.dest: dict[int, int] = {}  # entry results computed in the caller's buffers
         self.fusible: set[int] = set()
 
     # -- names and values -------------------------------------------------------
@@ -369,6 +385,8 @@ class FuncGen(MoreOps):
             self.line(f"pb_tape *{name} = NULL;")
         elif t.shape == ():
             self.line(f"{ctype(t.dtype)} {name} = 0;")
+        elif id(v) in self.dest:  # the entry's result, computed in the caller's buffer
+            self.line(f"{ctype(t.dtype)} *{name} = r{self.dest[id(v)]};")
         else:
             ct = ctype(t.dtype)
             size = f"({ct} *)pb_alloc(ctx, {max(t.size, 1)} * sizeof({ct}))"
@@ -394,6 +412,8 @@ class FuncGen(MoreOps):
                 params.append(f"pb_tape **r{k}")
             elif t.shape == ():
                 params.append(f"{ctype(t.dtype)} *r{k}")
+            elif self.entry:  # the caller's output buffer
+                params.append(f"{ctype(t.dtype)} *r{k}")
             else:
                 params.append(f"{ctype(t.dtype)} **r{k}")
         return f"static int {self.mod.names[id(self.func)]}(pb_ctx *ctx" + \
@@ -403,9 +423,14 @@ class FuncGen(MoreOps):
         blk = self.func.block
         for k, p in enumerate(blk.params):
             self.vars[id(p)] = f"p{k}"
+        if self.entry:
+            self.dest = _destinations(blk)
         self.owned.append([])
         self.block_body(blk)
-        self.results_out(blk, [f"(*r{k})" for k in range(len(blk.results))])
+        if self.entry:
+            self.entry_results(blk)
+        else:
+            self.results_out(blk, [f"(*r{k})" for k in range(len(blk.results))])
         self.free_owned()
         self.line("return 0;")
         self.line("oom:")
@@ -413,6 +438,16 @@ class FuncGen(MoreOps):
         self.line("fail:")
         self.line("return 1;")
         return "\n".join([self.prototype() + " {", *self.lines, "}", ""])
+
+    def entry_results(self, blk: Block) -> None:
+        """The entry function's results: arrays computed in place need nothing, others
+        are copied into the caller's buffers; scalars are stored."""
+        for k, r in enumerate(blk.results):
+            t = r.type
+            if t.shape == ():
+                self.line(f"*r{k} = {self.scalar(r)};")
+            elif self.dest.get(id(r)) != k:
+                self.line(f"memcpy(r{k}, {self.buf(r)}, {t.size} * sizeof({ctype(t.dtype)}));")
 
     def free_owned(self, keep: Sequence[str] = ()) -> None:
         for name in self.owned.pop():
