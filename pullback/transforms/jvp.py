@@ -20,7 +20,7 @@ from ..ir.rewrite import Env, clone_eqn, inline
 from ..ir.types import StackType
 from ..ops import stack as St
 from ..ops.derivs import zeros
-from .activity import differentiable, loop_active
+from .activity import block_active, differentiable, loop_active
 from .closure import close_func
 from .fit import fit
 
@@ -108,8 +108,6 @@ class ForwardMode:
         return _split(res, len(eqn.outputs), out_active)
 
     def _probe(self, block: Block, types, active) -> list[bool]:
-        from .activity import block_active
-
         return block_active(block, [a or isinstance(t, StackType) for t, a in
                                     zip(types, active, strict=True)], stacks=True)
 
