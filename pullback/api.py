@@ -229,6 +229,43 @@ def _output(value: np.ndarray, spec: tuple, inputs: list) -> Any:
     return value
 
 
+def _fast_entry(staged: Staged, sig: Signature, args: tuple) -> tuple[Callable, bytes] | None:
+    """The compiled entry and its form (``backends.c``) when a call like this one can go
+    straight to native code: positional arrays and scalars only, each a parameter of its
+    own, nothing static, nothing written back, results made by the function and returned
+    alone, as a tuple or as a list.  The entry answers NotImplemented to any other call.
+    (Parameters follow the flattened arguments' order, which the form maps to places.)"""
+    from .backends import c
+
+    call = getattr(staged.runner, "call", None)
+    *leaves, static = sig.leaves
+    if call is None or static or staged.writeback or len(leaves) != len(args) or \
+            sig.dynamic != list(range(len(args))) or \
+            any(s[0] != "dyn" for s in staged.outputs) or \
+            any(_leaf_kind(a) is None for a in args):
+        return None
+    positions: list[int] = []  # each parameter's place among the arguments
+    for x in leaves:
+        j = next((j for j, a in enumerate(args) if a is x and j not in positions), None)
+        if j is None:
+            return None
+        positions.append(j)
+    n_out = len(staged.outputs)
+    order = list(range(n_out))
+    shape = tree_unflatten(staged.out_tree, order)
+    if type(shape) is int and n_out == 1:
+        shape_form = c.ONE
+    elif type(shape) in (tuple, list) and list(shape) == order:
+        shape_form = c.TUPLE if type(shape) is tuple else c.LIST
+    else:
+        return None
+    how = {"array": c.ARRAY, "scalar": c.SCALAR, "python": c.FLOAT}
+    ins = [(how[_leaf_kind(args[j])], j) for j in positions]
+    outs = [c.PYTHON if weak else c.NUMPY if kind == "scalar" else c.ARRAY
+            for _, kind, weak in staged.outputs]
+    return call, c.form(shape_form, ins, outs)
+
+
 class Jitted:
     """A compiled function: staged once per argument signature, then run."""
 
@@ -243,6 +280,7 @@ class Jitted:
         self._cache: dict[tuple, Staged] = {}
         self._lock = threading.Lock()
         self._params: inspect.Signature | None = None  # fn's signature, once asked
+        self._fast: tuple[Callable, bytes] | None = None  # see _fast_entry
 
     def specialise(self, *args: Any, **kwargs: Any) -> tuple[Staged, Signature]:
         if self._params is None:
@@ -273,6 +311,11 @@ class Jitted:
         return Lowered(staged.staged_func, passes, staged.func, self.backend)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        fast = self._fast
+        if fast is not None and not kwargs:
+            out = fast[0](args, fast[1])
+            if out is not NotImplemented:
+                return out
         staged, sig = self.specialise(*args, **kwargs)
         leaves = sig.leaves[:-1]
         inputs = [leaves[i] for i in sig.dynamic]
@@ -283,6 +326,8 @@ class Jitted:
                   leaves[s[1]] if s[0] == "arg" else s[1] for s in staged.outputs]
         for i, value in zip(staged.writeback, outs[n:], strict=True):
             np.copyto(leaves[i], value, casting="no")
+        if not kwargs:
+            self._fast = _fast_entry(staged, sig, args) or self._fast
         return tree_unflatten(staged.out_tree, result)
 
     def __get__(self, obj: Any, objtype: Any = None) -> Any:

@@ -29,91 +29,207 @@ __all__ = ["Compiled", "NoCompilerError", "Unsupported", "compile_func", "source
            "warn_no_compiler_once"]
 
 
-def _wrapper(func: Func) -> str:
-    """The module's Python entry: buffers in, the entry function, results copied out."""
+NPY_TYPES = {"bool": "NPY_BOOL", "int32": "NPY_INT32", "int64": "NPY_INT64",
+             "float32": "NPY_FLOAT32", "float64": "NPY_FLOAT64"}
+
+# The entry's calling convention, ``call(args, form)``: ``form`` is bytes, form[0] how the
+# results come back (LIST, ONE: the only result, TUPLE), then three bytes per parameter:
+# how it comes (ARRAY; SCALAR: a NumPy scalar of its type; FLOAT: a Python float for a weak
+# float64 scalar) and its place in ``args`` (16 bits, little-endian), then one byte per
+# result (ARRAY; NUMPY: a NumPy scalar; PYTHON: a Python scalar).  Arguments not of the
+# compiled types give NotImplemented, so a caller can fall back to a converting path.
+LIST, ONE, TUPLE = 0, 1, 2
+ARRAY, SCALAR, FLOAT = 0, 1, 2
+NUMPY, PYTHON = 1, 2
+
+def form(shape: int, params: list[tuple[int, int]], results: list[int]) -> bytes:
+    """The ``form`` argument of ``call``: (how, place) per parameter, how per result."""
+    return bytes([shape, *(b for how, at in params for b in (how, at & 255, at >> 8)),
+                  *results])
+
+
+_HOOKS = """\
+static PyObject *pb_printer = NULL, *pb_faulter = NULL;
+
+/* debug_print: the operands' bytes to the Python printer, holding the GIL. */
+static int pb_print(int k, int n, const void **data, const size_t *bytes) {
+    PyGILState_STATE gil = PyGILState_Ensure();
+    PyObject *values = PyTuple_New(n);
+    for (int j = 0; j < n; j++)
+        PyTuple_SET_ITEM(values, j, PyBytes_FromStringAndSize(data[j], bytes[j]));
+    PyObject *r = PyObject_CallFunction(pb_printer, "iN", k, values);
+    int failed = r == NULL;
+    if (failed) PyErr_Clear();
+    Py_XDECREF(r);
+    PyGILState_Release(gil);
+    return failed;
+}
+
+static PyObject *pb_set_hooks(PyObject *self, PyObject *args) {
+    PyObject *printer, *faulter;
+    if (!PyArg_ParseTuple(args, "OO", &printer, &faulter)) return NULL;
+    Py_INCREF(printer);
+    Py_XSETREF(pb_printer, printer);
+    Py_INCREF(faulter);
+    Py_XSETREF(pb_faulter, faulter);
+    Py_RETURN_NONE;
+}
+
+/* Raise the fault the context records, as the exception the Python hook builds. */
+static PyObject *pb_raise(const pb_ctx *ctx) {
+    PyObject *fv = PyTuple_New(ctx->n_values), *iv = PyTuple_New(ctx->n_values);
+    for (int j = 0; j < ctx->n_values; j++) {
+        PyTuple_SET_ITEM(fv, j, PyFloat_FromDouble(ctx->fvalues[j]));
+        PyTuple_SET_ITEM(iv, j, PyLong_FromLongLong(ctx->ivalues[j]));
+    }
+    PyObject *e = PyObject_CallFunction(pb_faulter, "ssiNN", ctx->exc ? ctx->exc : "",
+                                        ctx->msg, ctx->check_id, fv, iv);
+    if (e != NULL) {
+        PyErr_SetObject((PyObject *)Py_TYPE(e), e);
+        Py_DECREF(e);
+    }
+    return NULL;
+}
+
+/* An argument's data when it is an aligned, native-order C-contiguous array of exactly
+   this type and shape, else NULL. */
+static void *pb_array_in(PyObject *o, int type, int nd, const npy_intp *dims) {
+    if (!PyArray_Check(o)) return NULL;
+    PyArrayObject *a = (PyArrayObject *)o;
+    if (PyArray_TYPE(a) != type || PyArray_NDIM(a) != nd || !PyArray_ISCARRAY_RO(a) ||
+        !PyArray_ISNOTSWAPPED(a)) return NULL;
+    const npy_intp *have = PyArray_DIMS(a);
+    for (int d = 0; d < nd; d++) if (have[d] != dims[d]) return NULL;
+    return PyArray_DATA(a);
+}
+
+/* A 0-d argument's value into v when it is a NumPy scalar of exactly this type. */
+static int pb_scalar_in(PyObject *o, int type, void *v) {
+    PyArray_Descr *descr = PyArray_DescrFromType(type);
+    int ok = (PyObject *)Py_TYPE(o) == (PyObject *)descr->typeobj;
+    Py_DECREF(descr);
+    if (ok) PyArray_ScalarAsCtype(o, v);
+    return ok;
+}
+
+/* A 0-d result as the form asks: a 0-d array, a NumPy scalar or a Python scalar. */
+static PyObject *pb_scalar_out(const void *v, int type, unsigned char code) {
+    if (code == 2) {
+        switch (type) {
+        case NPY_BOOL: return PyBool_FromLong(*(const uint8_t *)v);
+        case NPY_INT32: return PyLong_FromLong(*(const int32_t *)v);
+        case NPY_INT64: return PyLong_FromLongLong(*(const int64_t *)v);
+        case NPY_FLOAT32: return PyFloat_FromDouble(*(const float *)v);
+        default: return PyFloat_FromDouble(*(const double *)v);
+        }
+    }
+    PyArray_Descr *descr = PyArray_DescrFromType(type);
+    if (code == 1) {
+        PyObject *s = PyArray_Scalar((void *)v, descr, NULL);
+        Py_DECREF(descr);
+        return s;
+    }
+    PyObject *a = PyArray_NewFromDescr(&PyArray_Type, descr, 0, NULL, NULL, NULL, 0, NULL);
+    if (a) memcpy(PyArray_DATA((PyArrayObject *)a), v, PyArray_ITEMSIZE((PyArrayObject *)a));
+    return a;
+}
+
+/* The results as the form asks: a list, the only one, or a tuple (steals them). */
+static PyObject *pb_results(PyObject **r, int n, unsigned char shape) {
+    if (shape == 1) return r[0];
+    PyObject *out = shape == 2 ? PyTuple_New(n) : PyList_New(n);
+    for (int k = 0; k < n; k++) {
+        if (shape == 2) PyTuple_SET_ITEM(out, k, r[k]);
+        else PyList_SET_ITEM(out, k, r[k]);
+    }
+    return out;
+}
+"""
+
+
+def _wrapper(func: Func, notes: str) -> str:
+    """The module's Python entry ``call(args, form)``: arguments checked and read in
+    place, array results allocated as NumPy arrays the entry function writes into."""
     ins, outs = func.in_types, func.out_types
     if any(isinstance(t, StackType) for t in [*ins, *outs]):
         raise Unsupported("a compiled function cannot take or return a stack")
-    lines = [
-        "static PyObject *pb_printer = NULL;",
+    n_in, n_out = len(ins), len(outs)
+    lines = [_HOOKS, f"/* what faults and prints say: {notes} */"]
+    for k, t in enumerate([*ins, *outs]):
+        if t.shape:
+            dims = ", ".join(map(str, t.shape))
+            lines.append(f"static const npy_intp pb_dims{k}[] = {{{dims}}};")
+    lines += [
         "",
-        "/* debug_print: the operands' bytes to the Python printer, holding the GIL. */",
-        "static int pb_print(int k, int n, const void **data, const size_t *bytes) {",
-        "    PyGILState_STATE gil = PyGILState_Ensure();",
-        "    PyObject *values = PyTuple_New(n);",
-        "    for (int j = 0; j < n; j++)",
-        "        PyTuple_SET_ITEM(values, j, PyBytes_FromStringAndSize(data[j], bytes[j]));",
-        "    PyObject *r = PyObject_CallFunction(pb_printer, \"iN\", k, values);",
-        "    int failed = r == NULL;",
-        "    if (failed) PyErr_Clear();",
-        "    Py_XDECREF(r);",
-        "    PyGILState_Release(gil);",
-        "    return failed;",
-        "}",
-        "",
-        "static PyObject *pb_set_printer(PyObject *self, PyObject *fn) {",
-        "    Py_XINCREF(fn);",
-        "    Py_XSETREF(pb_printer, fn);",
-        "    Py_RETURN_NONE;",
-        "}",
-        "",
-        "static PyObject *pb_run(PyObject *self, PyObject *args) {",
-        "    PyObject *ins, *outs;",
-        "    if (!PyArg_ParseTuple(args, \"O!O!\", &PyTuple_Type, &ins, &PyTuple_Type, &outs))",
-        "        return NULL;",
-        f"    if (PyTuple_GET_SIZE(ins) != {len(ins)} || PyTuple_GET_SIZE(outs) != {len(outs)}) {{",
-        "        PyErr_SetString(PyExc_TypeError, \"wrong number of buffers\");",
+        "static PyObject *pb_call(PyObject *self, PyObject *const *argv, Py_ssize_t argc) {",
+        "    if (argc != 2 || !PyTuple_Check(argv[0]) || !PyBytes_Check(argv[1]) ||",
+        f"        PyBytes_GET_SIZE(argv[1]) != {1 + 3 * n_in + n_out}) {{",
+        '        PyErr_SetString(PyExc_TypeError, "call(args: tuple, form: bytes)");',
         "        return NULL;",
         "    }",
-        f"    Py_buffer b[{len(ins) + len(outs) + 1}];",
-        "    int got = 0;",
-        f"    for (; got < {len(ins) + len(outs)}; got++) {{",
-        f"        int out = got >= {len(ins)};",
-        f"        PyObject *o = out ? PyTuple_GET_ITEM(outs, got - {len(ins)}) : "
-        "PyTuple_GET_ITEM(ins, got);",
-        "        if (PyObject_GetBuffer(o, &b[got], PyBUF_C_CONTIGUOUS | "
-        "(out ? PyBUF_WRITABLE : 0)) < 0) {",
-        "            while (got--) PyBuffer_Release(&b[got]);",
+        "    const unsigned char *form = (const unsigned char *)PyBytes_AS_STRING(argv[1]);",
+        f"    if (PyTuple_GET_SIZE(argv[0]) != {n_in}) Py_RETURN_NOTIMPLEMENTED;",
+        f"    Py_ssize_t at[{max(n_in, 1)}];",
+        f"    for (int k = 0; k < {n_in}; k++) {{",
+        "        at[k] = form[2 + 3 * k] | form[3 + 3 * k] << 8;",
+        f"        if (at[k] >= {n_in}) {{",
+        '            PyErr_SetString(PyExc_ValueError, "call: a place beyond the arguments");',
         "            return NULL;",
         "        }",
         "    }",
-        "    pb_ctx ctx;",
-        "    pb_ctx_init(&ctx);",
-        "    ctx.print = pb_print;",
     ]
     call = []
     for k, t in enumerate(ins):
-        ct = ctype(t.dtype)
-        call.append(f"*({ct} *)b[{k}].buf" if t.shape == () else f"(const {ct} *)b[{k}].buf")
+        ct, npy = ctype(t.dtype), NPY_TYPES[t.dtype.name]
+        item = f"PyTuple_GET_ITEM(argv[0], at[{k}])"
+        dims = f"pb_dims{k}" if t.shape else "NULL"
+        lines.append(f"    const {ct} *a{k} = pb_array_in({item}, {npy}, {len(t.shape)}, {dims});")
+        if t.shape == ():
+            lines += [f"    {ct} v{k};",
+                      f"    if (form[{1 + 3 * k}] == {SCALAR} && pb_scalar_in({item}, {npy}, "
+                      f"&v{k})) a{k} = &v{k};"]
+        if t.shape == () and t.dtype.name == "float64":
+            lines += [f"    if (form[{1 + 3 * k}] == {FLOAT} && PyFloat_CheckExact({item})) {{",
+                      f"        v{k} = PyFloat_AS_DOUBLE({item});",
+                      f"        a{k} = &v{k};",
+                      "    }"]
+        lines.append(f"    if (!a{k}) Py_RETURN_NOTIMPLEMENTED;")
+        call.append(f"*a{k}" if t.shape == () else f"a{k}")
+    lines.append(f"    PyObject *r[{max(n_out, 1)}] = {{NULL}};")
     for k, t in enumerate(outs):
         ct = ctype(t.dtype)
         if t.shape == ():
-            lines.append(f"    {ct} r{k} = 0;")
-            call.append(f"&r{k}")
-        else:
-            call.append(f"({ct} *)b[{len(ins) + k}].buf")
+            lines.append(f"    {ct} s{k} = 0;")
+            call.append(f"&s{k}")
+            continue
+        lines += [f"    r[{k}] = PyArray_SimpleNew({len(t.shape)}, pb_dims{n_in + k}, "
+                  f"{NPY_TYPES[t.dtype.name]});",
+                  f"    if (!r[{k}]) goto error;"]
+        call.append(f"({ct} *)PyArray_DATA((PyArrayObject *)r[{k}])")
     lines += [
+        "    pb_ctx ctx;",
+        "    pb_ctx_init(&ctx);",
+        "    ctx.print = pb_print;",
         "    int status;",
         "    Py_BEGIN_ALLOW_THREADS",
         f"    status = pbf_0(&ctx{''.join(', ' + c for c in call)});",
-        "    if (!status) {",
+        "    pb_free_all(&ctx);",
+        "    Py_END_ALLOW_THREADS",
+        "    if (status) {",
+        "        pb_raise(&ctx);",
+        "        goto error;",
+        "    }",
     ]
     for k, t in enumerate(outs):
         if t.shape == ():
-            lines.append(f"        *({ctype(t.dtype)} *)b[{len(ins) + k}].buf = r{k};")
+            lines += [f"    r[{k}] = pb_scalar_out(&s{k}, {NPY_TYPES[t.dtype.name]}, "
+                      f"form[{1 + 3 * n_in + k}]);",
+                      f"    if (!r[{k}]) goto error;"]
     lines += [
-        "    }",
-        "    pb_free_all(&ctx);",
-        "    Py_END_ALLOW_THREADS",
-        f"    for (int k = 0; k < {len(ins) + len(outs)}; k++) PyBuffer_Release(&b[k]);",
-        "    if (!status) Py_RETURN_NONE;",
-        "    PyObject *fv = PyTuple_New(ctx.n_values), *iv = PyTuple_New(ctx.n_values);",
-        "    for (int j = 0; j < ctx.n_values; j++) {",
-        "        PyTuple_SET_ITEM(fv, j, PyFloat_FromDouble(ctx.fvalues[j]));",
-        "        PyTuple_SET_ITEM(iv, j, PyLong_FromLongLong(ctx.ivalues[j]));",
-        "    }",
-        "    return Py_BuildValue(\"(ssiNN)\", ctx.exc ? ctx.exc : \"\", ctx.msg, ctx.check_id, "
-        "fv, iv);",
+        f"    return pb_results(r, {n_out}, form[0]);",
+        "error:",
+        f"    for (int k = 0; k < {n_out}; k++) Py_XDECREF(r[k]);",
+        "    return NULL;",
         "}",
     ]
     return "\n".join(lines)
@@ -123,6 +239,8 @@ def _module_source(name: str, body: str, wrapper: str) -> str:
     return "\n".join([
         "#define PY_SSIZE_T_CLEAN",
         "#include <Python.h>",
+        "#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION",
+        "#include <numpy/arrayobject.h>",
         '#include "runtime.h"',
         "#include <cblas.h>",
         "#ifdef _OPENMP",
@@ -133,8 +251,10 @@ def _module_source(name: str, body: str, wrapper: str) -> str:
         wrapper,
         "",
         "static PyMethodDef pb_methods[] = {",
-        '    {"run", pb_run, METH_VARARGS, "run(inputs, outputs): None, or the fault"},',
-        '    {"set_printer", pb_set_printer, METH_O, "set_printer(fn(k, operand bytes))"},',
+        '    {"call", (PyCFunction)(void (*)(void))pb_call, METH_FASTCALL, '
+        '"call(args, form): the results, or NotImplemented for other argument types"},',
+        '    {"set_hooks", pb_set_hooks, METH_VARARGS, '
+        '"set_hooks(printer(k, operand bytes), faulter(exc, msg, check, floats, ints))"},',
         "    {NULL, NULL, 0, NULL}",
         "};",
         f"static struct PyModuleDef pb_module = {{PyModuleDef_HEAD_INIT, \"{name}\", NULL, "
@@ -144,6 +264,7 @@ def _module_source(name: str, body: str, wrapper: str) -> str:
         '    const char *threads = getenv("PULLBACK_NUM_THREADS");',
         "    if (threads && atoi(threads) > 0) omp_set_num_threads(atoi(threads));",
         "#endif",
+        "    import_array();",
         "    return PyModule_Create(&pb_module);",
         "}",
         "",
@@ -151,28 +272,29 @@ def _module_source(name: str, body: str, wrapper: str) -> str:
 
 
 class Compiled:
-    """A function compiled to native code, called like ``interp.run``."""
+    """A function compiled to native code, called like ``interp.run``; ``call(args,
+    form)`` is the fast entry for callers that know the argument and result forms."""
 
     def __init__(self, func: Func, module: Any, checks: list, prints: list, source: str):
         self.func = func
-        self.module = module
+        self.call = module.call
         self.checks = checks
         self.prints = prints
         self.source = source
-        module.set_printer(self._print)
+        module.set_hooks(self._print, self._exception)
         self.in_types = list(func.in_types)
-        self.out_types = list(func.out_types)
+        n_in = len(func.in_types)
+        self.list_form = form(LIST, [(ARRAY, k) for k in range(n_in)],
+                              [ARRAY] * len(func.out_types))
 
     def __call__(self, *args: Any) -> list[np.ndarray]:
         ins = tuple(_contiguous(np.asarray(x, dtype=t.dtype.np))
                     for x, t in zip(args, self.in_types, strict=True))
-        for x, t in zip(ins, self.in_types, strict=True):
-            if x.shape != t.shape:
-                raise ValueError(f"argument of shape {x.shape} does not match {t}")
-        outs = [np.empty(t.shape, t.dtype.np) for t in self.out_types]
-        fault = self.module.run(ins, tuple(outs))
-        if fault is not None:
-            raise self._exception(*fault)
+        outs = self.call(ins, self.list_form)
+        if outs is NotImplemented:
+            shapes = ", ".join(str(x.shape) for x in ins)
+            types = ", ".join(map(str, self.in_types))
+            raise ValueError(f"arguments of shapes ({shapes}) do not match ({types})")
         return outs
 
     def _print(self, k: int, data: tuple) -> None:
@@ -192,7 +314,7 @@ class Compiled:
 
 
 def _contiguous(a: np.ndarray) -> np.ndarray:
-    return a if a.flags.c_contiguous else a.copy()
+    return a if a.flags.c_contiguous and a.flags.aligned else a.copy()
 
 
 def source_of(func: Func) -> tuple[str, str, list, list]:
@@ -201,7 +323,10 @@ def source_of(func: Func) -> tuple[str, str, list, list]:
     if any(not isinstance(t, TensorType) for t in [*func.in_types, *func.out_types]):
         raise Unsupported("a compiled function cannot take or return a stack")
     body, checks, prints = generate(module)
-    wrapper = _wrapper(func)
+    # checks and prints share code whatever they say, and modules of one source share
+    # their hooks: what they say goes in the source, so different messages differ
+    notes = repr([(e.op.name, sorted(e.params.items())) for e in [*checks, *prints]])
+    wrapper = _wrapper(func, notes.replace("*/", "* /"))
     name = f"pb_{hashlib.sha256((body + wrapper).encode()).hexdigest()[:16]}"
     return name, _module_source(name, body, wrapper), checks, prints
 

@@ -9,8 +9,9 @@ Generated C includes ``<Python.h>`` first (it sets the feature macros), then
 ``BLAS_HEADER`` where it calls BLAS.
 
 The cache key covers everything that shapes the output: source, headers, compiler and
-its version, the flags as requested, the Python ABI and the CPU (``-march=native`` code
-may not run on another machine sharing the cache).
+its version, the flags as requested, the Python ABI, NumPy's version (modules use its
+C API) and the CPU (``-march=native`` code may not run on another machine sharing the
+cache).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from types import ModuleType
 
+import numpy
 import scipy_openblas32
 
 from ...errors import CompileError
@@ -109,7 +111,8 @@ def build_module(source: str, module_name: str, *,
     argv, version = found
     cflags, ldflags = _cflags(), _ldflags()
     key = cache.key(source, sorted(headers.items()), argv, version, cflags, ldflags,
-                    module_name, sysconfig.get_config_var("EXT_SUFFIX"), _cpu_id())
+                    module_name, numpy.__version__, sysconfig.get_config_var("EXT_SUFFIX"),
+                    _cpu_id())
 
     def build(out: Path) -> None:
         accepted = [flag for flag in cflags if flag not in _rejected_flags(argv)]
@@ -154,6 +157,7 @@ def _cflags() -> list[str]:
     return [*BASE_FLAGS, *OPTIONAL_FLAGS,
             f"-I{sysconfig.get_paths()['include']}",
             f"-I{scipy_openblas32.get_include_dir()}",
+            f"-I{numpy.get_include()}",
             *shlex.split(os.environ.get("PULLBACK_CFLAGS", ""))]
 
 

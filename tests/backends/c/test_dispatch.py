@@ -1,0 +1,164 @@
+"""The fast call path: a call whose arguments match a compiled specialisation goes
+straight to native code (``Jitted._fast``); every other call takes the general path and
+still returns what plain Python returns."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import pullback as pb
+from pullback.backends import c
+from pullback.errors import UnsupportedError
+
+
+def add_one(x):
+    return x + 1
+
+
+def scaled_total(x, s):
+    return (x * s).sum()
+
+
+def pair(x, y):
+    return np.sum(x * y), x - y
+
+
+def as_list(x, y):
+    return [x * y, y - x]
+
+
+def python_float(x):
+    return float(np.max(x))
+
+
+def index_at(x, i):
+    return x[i] * 2.0
+
+
+def zebra_apple(zebra, apple):
+    """Flattened arguments follow names (apple, zebra), calls follow positions."""
+    return zebra - 2.0 * apple
+
+
+def positive(x):
+    assert np.all(x > 0), "x must be positive"
+    return x * 2
+
+
+def nonnegative(x):
+    assert np.all(x > 0), "x must not be negative"
+    return x * 2
+
+
+X = np.arange(10.0, dtype=np.float32)
+Y = np.linspace(-1.0, 1.0, 10).astype(np.float32)
+
+
+def _fast(fn, *args):
+    """Compile ``fn`` natively and check its second call takes the fast path."""
+    jitted = pb.jit(fn, backend="c")
+    first = jitted(*args)
+    assert jitted._fast is not None, "expected a fast entry after the first call"
+    return jitted, first
+
+
+def _same(got, want):
+    assert type(got) is type(want), (type(got), type(want))
+    if isinstance(want, (tuple, list)):
+        assert len(got) == len(want)
+        for g, w in zip(got, want, strict=True):
+            _same(g, w)
+        return
+    assert np.asarray(got).dtype == np.asarray(want).dtype
+    assert np.asarray(got).shape == np.asarray(want).shape
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+@pytest.mark.parametrize("fn,args", [
+    (add_one, (X,)),
+    (scaled_total, (X, 2.5)),
+    (pair, (X, Y)),
+    (as_list, (X, Y)),
+    (python_float, (Y,)),
+    (zebra_apple, (X, Y)),
+])
+def test_fast_path_equals_python(fn, args):
+    jitted, first = _fast(fn, *args)
+    _same(first, fn(*args))
+    _same(jitted(*args), fn(*args))
+    other = tuple(a * 3 if isinstance(a, np.ndarray) else a for a in args)
+    _same(jitted(*other), fn(*other))
+
+
+def test_fast_results_are_fresh():
+    jitted, _ = _fast(add_one, X)
+    a, b = jitted(X), jitted(X)
+    assert a is not b and a.flags.writeable and a.flags.owndata
+    a[0] = 100.0
+    np.testing.assert_array_equal(b, X + 1)
+
+
+@pytest.mark.parametrize("other", [
+    np.arange(12.0, dtype=np.float32),  # another shape
+    np.arange(10.0),  # another dtype
+    np.arange(20.0, dtype=np.float32)[::2],  # not contiguous
+    np.arange(10.0, dtype=np.float32).reshape(2, 5),  # another rank
+    np.float32(3.0),  # a NumPy scalar
+])
+def test_other_arguments_take_the_general_path(other):
+    jitted, _ = _fast(add_one, X)
+    _same(jitted(other), add_one(other))
+    _same(jitted(X), add_one(X))
+
+
+def test_byte_swapped_arrays_are_refused_not_misread():
+    jitted, _ = _fast(add_one, X)
+    with pytest.raises(UnsupportedError, match="dtype >f4"):
+        jitted(np.arange(10.0, dtype=">f4"))
+
+
+def test_float_parameter_accepts_only_python_floats():
+    jitted, _ = _fast(scaled_total, X, 2.5)
+    _same(jitted(X, 4.0), scaled_total(X, 4.0))
+    _same(jitted(X, np.float64(4.0)), scaled_total(X, np.float64(4.0)))  # strongly typed
+    _same(jitted(X, np.float32(4.0)), scaled_total(X, np.float32(4.0)))
+    _same(jitted(X, 4), scaled_total(X, 4))  # an int is static
+    _same(jitted(x=X, s=1.5), scaled_total(X, 1.5))  # keywords
+
+
+def test_same_array_twice_is_one_parameter():
+    jitted, _ = _fast(pair, X, Y)
+    _same(jitted(X, X), pair(X, X))
+    _same(jitted(Y, X), pair(Y, X))
+
+
+def test_faults_raise_through_the_fast_path():
+    jitted, _ = _fast(index_at, X, np.int64(3))
+    _same(jitted(X, np.int64(-2)), index_at(X, np.int64(-2)))
+    with pytest.raises(IndexError, match="out of bounds"):
+        jitted(X, np.int64(30))
+    jitted, _ = _fast(positive, X + 1)
+    with pytest.raises(AssertionError, match="x must be positive"):
+        jitted(X - 1)
+
+
+def test_same_code_keeps_its_own_messages():
+    """Two functions compiling to the same C apart from their messages each raise their
+    own (a module's hooks are shared by every function loaded from it)."""
+    first, _ = _fast(positive, X + 1)
+    second, _ = _fast(nonnegative, X + 1)
+    with pytest.raises(AssertionError, match="x must be positive"):
+        first(X - 1)
+    with pytest.raises(AssertionError, match="x must not be negative"):
+        second(X - 1)
+
+
+def test_call_rejects_a_bad_form():
+    staged, _ = pb.jit(add_one, backend="c").specialise(X)
+    call = staged.runner.call
+    with pytest.raises(TypeError):
+        call((X,), b"\x00")
+    with pytest.raises(ValueError, match="place"):
+        call((X,), c.form(c.LIST, [(c.ARRAY, 7)], [c.ARRAY]))
+    assert call((X, X), staged.runner.list_form) is NotImplemented
