@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib.util
 import os
 import platform
 import shlex
@@ -31,7 +32,6 @@ from pathlib import Path
 from types import ModuleType
 
 import numpy
-import scipy_openblas32
 
 from ...errors import CompileError
 from . import cache
@@ -156,15 +156,17 @@ def _cflags() -> list[str]:
     """Every compile flag asked for, before dropping what the compiler rejects."""
     return [*BASE_FLAGS, *OPTIONAL_FLAGS,
             f"-I{sysconfig.get_paths()['include']}",
-            f"-I{scipy_openblas32.get_include_dir()}",
+            f"-I{_openblas() / 'include'}",
             f"-I{numpy.get_include()}",
             *shlex.split(os.environ.get("PULLBACK_CFLAGS", ""))]
 
 
 def _ldflags() -> list[str]:
     """Link OpenBLAS, found again at load time through an rpath."""
-    lib_dir = scipy_openblas32.get_lib_dir()
-    flags = [f"-L{lib_dir}", f"-l{scipy_openblas32.get_library()}", f"-Wl,-rpath,{lib_dir}"]
+    lib_dir = _openblas() / "lib"
+    library = next(p for p in sorted(lib_dir.glob("libscipy_openblas*"))
+                   if p.suffix in (".so", ".dylib"))
+    flags = [f"-L{lib_dir}", f"-l{library.stem[3:]}", f"-Wl,-rpath,{lib_dir}"]
     if platform.system() == "Darwin":  # Python's symbols resolve when the module loads
         flags += ["-undefined", "dynamic_lookup"]
     return flags
@@ -233,6 +235,17 @@ def _check_names(module_name: str, headers: Mapping[str, str]) -> None:
     for name in headers:
         if Path(name).name != name or name in (".", ".."):
             raise ValueError(f"header name {name!r} is not a plain file name")
+
+
+@functools.cache
+def _openblas() -> Path:
+    """The scipy-openblas32 package's folder, found without importing it (its import
+    reads package metadata: tens of milliseconds on every cache hit)."""
+    spec = importlib.util.find_spec("scipy_openblas32")
+    if spec is None or not spec.submodule_search_locations:
+        raise BuildError("the scipy-openblas32 package is missing",
+                         hint="pip install scipy-openblas32 (a pullback dependency)")
+    return Path(next(iter(spec.submodule_search_locations)))
 
 
 @functools.cache
