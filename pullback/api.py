@@ -5,6 +5,8 @@ Arguments are pytrees.  NumPy arrays, NumPy scalars and Python floats are run-ti
 values; Python ints, bools, strings, None and other objects are compile-time (static)
 values, part of the cache key, as are the arguments named in ``static_argnames``.
 ``PULLBACK_VERIFY=1`` runs the IR verifier on every specialisation (the tests do).
+Specialisations run as native code (``backend="c"``, the default) or on the interpreter
+(``backend="interp"`` or ``PULLBACK_BACKEND=interp``; also where no C compiler works).
 """
 
 from __future__ import annotations
@@ -270,7 +272,7 @@ class Jitted:
     """A compiled function: staged once per argument signature, then run."""
 
     def __init__(self, fn: Callable, static_argnames: Sequence[str], backend: str | None):
-        backend = backend or os.environ.get("PULLBACK_BACKEND") or "interp"
+        backend = backend or os.environ.get("PULLBACK_BACKEND") or "c"
         if backend not in BACKENDS:
             raise ValueError(f"unknown backend {backend!r}; available: {', '.join(BACKENDS)}")
         functools.update_wrapper(self, fn, updated=())

@@ -4,6 +4,8 @@ still returns what plain Python returns."""
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -162,3 +164,20 @@ def test_call_rejects_a_bad_form():
     with pytest.raises(ValueError, match="place"):
         call((X,), c.form(c.LIST, [(c.ARRAY, 7)], [c.ARRAY]))
     assert call((X, X), staged.runner.list_form) is NotImplemented
+
+
+def test_native_is_the_default_backend(monkeypatch):
+    monkeypatch.delenv("PULLBACK_BACKEND", raising=False)
+    jitted = pb.jit(add_one)
+    _same(jitted(X), add_one(X))
+    assert jitted.backend == "c" and jitted._fast is not None
+
+
+def test_without_a_compiler_the_interpreter_runs(monkeypatch):
+    monkeypatch.delenv("PULLBACK_BACKEND", raising=False)
+    monkeypatch.setenv("PULLBACK_CC", "/nonexistent/pullback-cc")
+    jitted = pb.jit(scaled_total)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # said once per process
+        _same(jitted(X, 0.5), scaled_total(X, 0.5))
+    assert jitted.specialise(X, 0.5)[0].runner is None and jitted._fast is None
