@@ -4,7 +4,12 @@ still returns what plain Python returns."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -181,3 +186,28 @@ def test_without_a_compiler_the_interpreter_runs(monkeypatch):
         warnings.simplefilter("ignore", RuntimeWarning)  # said once per process
         _same(jitted(X, 0.5), scaled_total(X, 0.5))
     assert jitted.specialise(X, 0.5)[0].runner is None and jitted._fast is None
+
+
+_THREADS_CHILD = """
+import ctypes, json, os
+import numpy as np
+import pullback as pb
+from pullback.backends.c import build
+from tests.backends.c.test_dispatch import add_one
+
+pb.jit(add_one, backend="c")(np.ones(3))
+blas = ctypes.CDLL(str(next((build._openblas() / "lib").glob("libscipy_openblas*.so"))))
+omp = ctypes.CDLL("libgomp.so.1")
+print(json.dumps([blas.scipy_openblas_get_num_threads(), omp.omp_get_max_threads()]))
+"""
+
+
+@pytest.mark.parametrize("threads", ["1", "3"])
+def test_num_threads_sets_loops_and_blas(threads):
+    env = {**os.environ, "PULLBACK_NUM_THREADS": threads}
+    env.pop("OMP_NUM_THREADS", None)
+    env.pop("OPENBLAS_NUM_THREADS", None)
+    root = Path(__file__).resolve().parents[3]
+    out = subprocess.run([sys.executable, "-c", _THREADS_CHILD], cwd=root, env=env,
+                         capture_output=True, text=True, check=True).stdout
+    assert json.loads(out.splitlines()[-1]) == [int(threads), int(threads)]
