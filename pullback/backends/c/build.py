@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import importlib.util
+import json
 import os
 import platform
 import shlex
@@ -115,8 +116,7 @@ def build_module(source: str, module_name: str, *,
                     _cpu_id())
 
     def build(out: Path) -> None:
-        accepted = [flag for flag in cflags if flag not in _rejected_flags(argv)]
-        vector = _has_vector_math(argv, tuple(accepted))
+        accepted, vector = _probed(argv, version, tuple(cflags))
         _compile([*argv, *accepted, *(["-DPB_MVEC"] if vector else [])],
                  [*ldflags, *(["-lmvec", "-lm"] if vector else [])], source, module_name,
                  headers, out)
@@ -173,6 +173,20 @@ def _ldflags() -> list[str]:
 
 
 @functools.cache
+def _probed(argv: tuple[str, ...], version: str, cflags: tuple[str, ...]
+            ) -> tuple[list[str], bool]:
+    """The flags this compiler accepts and whether vector math links: probes that build
+    small programs (a fifth of a second), so their answers are cached on disk too."""
+
+    def probe(out: Path) -> None:
+        accepted = [flag for flag in cflags if flag not in _rejected_flags(argv)]
+        out.write_text(json.dumps([accepted, _has_vector_math(argv, tuple(accepted))]))
+
+    path = cache.entry(cache.key("probes", argv, version, cflags), "probes.json", probe)
+    accepted, vector = json.loads(path.read_text())
+    return accepted, vector
+
+
 def _rejected_flags(argv: tuple[str, ...]) -> frozenset[str]:
     """The optional flags this compiler cannot build and link a program with."""
     with tempfile.TemporaryDirectory(prefix="pullback-probe-") as tmp:
@@ -182,7 +196,6 @@ def _rejected_flags(argv: tuple[str, ...]) -> frozenset[str]:
                                  tmp).returncode != 0)
 
 
-@functools.cache
 def _has_vector_math(argv: tuple[str, ...], flags: tuple[str, ...]) -> bool:
     """Whether vectorised math functions (glibc's libmvec) link with these flags."""
     wanted = [f for f in flags if f.startswith(("-march", "-fopenmp", "-O"))]

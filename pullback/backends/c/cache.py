@@ -1,8 +1,10 @@
-"""The on-disk cache of compiled extension modules, so a program compiles once per machine.
+"""The on-disk cache of compiled extension modules, so a program compiles once per machine
+(and of the compiler probes' answers, so a process does not probe again).
 
 An entry is ``<dir>/<module>-<key>.so`` plus ``<module>-<key>.sha256``, the digest of the
-``.so``'s bytes: a truncated or damaged file (a killed process, a full disk, a crash before
-the data reached the disk) fails the check and is rebuilt instead of crashing the loader.
+``.so``'s bytes (likewise ``probes-<key>.json``): a truncated or damaged file (a killed
+process, a full disk, a crash before the data reached the disk) fails the check and is
+rebuilt instead of crashing the loader.
 Both files are written under temporary names in the same directory and renamed into
 place, so a reader never sees half a file and processes that build the same entry at
 once all succeed (the last rename wins; every candidate is complete). Loading code runs
@@ -73,28 +75,34 @@ def load(key: str, module_name: str, build: Callable[[Path], None]) -> ModuleTyp
 
 
 def _load_or_build(key: str, module_name: str, build: Callable[[Path], None]) -> ModuleType:
-    """Load the entry from disk, (re)building it first when it is absent or damaged."""
-    stem = cache_dir() / f"{module_name}-{key}"
-    so, sidecar = stem.with_suffix(".so"), stem.with_suffix(".sha256")
-    if not _intact(so, sidecar):
-        _store(so, sidecar, build)
-    return _import(so, module_name)
+    return _import(entry(key, f"{module_name}.so", build), module_name)
 
 
-def _intact(so: Path, sidecar: Path) -> bool:
+def entry(key: str, name: str, build: Callable[[Path], None]) -> Path:
+    """The intact cache file for key (``<stem>-<key><suffix>`` of name), (re)built first by
+    build(path) when it is absent or damaged."""
+    stem, dot, suffix = name.partition(".")
+    path = cache_dir() / f"{stem}-{key}{dot}{suffix}"
+    sidecar = path.with_name(f"{stem}-{key}.sha256")
+    if not _intact(path, sidecar):
+        _store(path, sidecar, build)
+    return path
+
+
+def _intact(path: Path, sidecar: Path) -> bool:
     """Whether the entry exists and its bytes match the digest stored beside it."""
     try:
-        return sidecar.read_text().strip() == _digest(so)
+        return sidecar.read_text().strip() == _digest(path)
     except OSError:
         return False
 
 
-def _store(so: Path, sidecar: Path, build: Callable[[Path], None]) -> None:
+def _store(path: Path, sidecar: Path, build: Callable[[Path], None]) -> None:
     """Build into a temporary file, then rename it and its digest into place."""
-    with _temp_beside(so) as tmp:
+    with _temp_beside(path) as tmp:
         build(tmp)
         digest = _digest(tmp)
-        os.replace(tmp, so)
+        os.replace(tmp, path)
     with _temp_beside(sidecar) as tmp:
         tmp.write_text(digest + "\n")
         os.replace(tmp, sidecar)

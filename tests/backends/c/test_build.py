@@ -65,6 +65,22 @@ def test_build_load_run_and_memoise(cache_dir):
 
 
 @needs_cc
+def test_compiler_probes_are_cached_on_disk(cache_dir, monkeypatch):
+    build._probed.cache_clear()
+    build.build_module(add_source("pb_t_probe1"), "pb_t_probe1", headers=HEADERS)
+    assert len(list(cache_dir.glob("probes-*.json"))) == 1
+
+    def no_probe(*args):
+        raise AssertionError("probed again")
+
+    build._probed.cache_clear()  # as in a new process
+    monkeypatch.setattr(build, "_rejected_flags", no_probe)
+    monkeypatch.setattr(build, "_has_vector_math", no_probe)
+    module = build.build_module(add_source("pb_t_probe2"), "pb_t_probe2", headers=HEADERS)
+    assert add(module, 1.5, 2.0) == 3.5
+
+
+@needs_cc
 def test_cflags_are_appended_and_key_the_cache(cache_dir, monkeypatch):
     monkeypatch.setenv("PULLBACK_CFLAGS", "-DOFFSET=10.0")
     module = build.build_module(add_source("pb_t_flags"), "pb_t_flags", headers=HEADERS)
@@ -118,7 +134,9 @@ def test_concurrent_builds_both_succeed(cache_dir, tmp_path):
         assert proc.returncode == 0, err
         results.append(json.loads(out))
     assert [result["result"] for result in results] == [3.5, 3.5]
-    assert sorted(p.suffix for p in cache_dir.iterdir()) == [".sha256", ".so"]
+    entries = sorted(p.name for p in cache_dir.iterdir() if p.name.startswith("pb_t_race"))
+    assert [Path(e).suffix for e in entries] == [".sha256", ".so"]  # one entry, no leftovers
+    assert not [p for p in cache_dir.iterdir() if p.name.startswith(".")]
     print("\nconcurrent builds took", [round(r["seconds"], 3) for r in results], "s")
 
 
