@@ -39,6 +39,7 @@ from .ops import index as I
 from .ops import shape as S
 from .ops.control import LOOP_CHECKPOINT, for_loop
 from .ops.derivs import zeros
+from .passes.manager import optimize
 from .transforms.fit import fit
 from .transforms.jvp import jvp_emit
 from .transforms.vjp import vjp_emit
@@ -135,9 +136,18 @@ def _differentiated(st: Stager, fn: Callable, args: list, kwargs: dict,
     ``argnums`` as indices, and which operands are differentiated."""
     args, kwargs = _bind(fn, args, kwargs)
     nums = _argnums(argnums, len(args), who)
-    sub = st.stage_subfunction(fn, args, kwargs)
+    sub = _staged(st, fn, args, kwargs)
     where = _Args(sub)
     return sub, where, nums, where.varied(nums, who)
+
+
+def _staged(st: Stager, fn: Callable, args: list, kwargs: dict) -> SubFunction:
+    """``fn`` staged on its own and optimised before it is differentiated: what LICM moves
+    out of a loop is read there by the backward pass instead of pushed every iteration,
+    and what CSE and DCE remove needs no derivative."""
+    sub = st.stage_subfunction(fn, args, kwargs)
+    sub.func = optimize(sub.func)
+    return sub
 
 
 def _loss(value: Any, has_aux: bool, who: str) -> tuple[Any, Any]:
@@ -243,7 +253,7 @@ def _stage_jvp(st: Stager, fn: Callable, primals: Any, tangents: Any) -> Any:
             or len(primals) != len(tangents):
         raise CompileError("pb.jvp(f, primals, tangents): primals and tangents must be "
                            "tuples of one length")
-    sub = st.stage_subfunction(fn, list(primals), {})
+    sub = _staged(st, fn, list(primals), {})
     where = _Args(sub)
     ts: list[Atom | None] = [None] * len(sub.operands)
     for k, t in enumerate(tangents):
@@ -347,7 +357,7 @@ class _StagedVJP:
 
 
 def _stage_vjp(st: Stager, fn: Callable, primals: list, has_aux: bool) -> tuple:
-    sub = st.stage_subfunction(fn, primals, {})
+    sub = _staged(st, fn, primals, {})
     where = _Args(sub)
     varied = [_is_float(x) for leaves in sub.arg_leaves for x in leaves if isinstance(x, Ref)]
     varied += [False] * (len(sub.operands) - len(varied))

@@ -15,8 +15,9 @@ from collections import ChainMap
 from typing import Any
 
 from ..ir.core import Atom, Block, Eqn, Func, Lit
+from ..ir.liveness import Effects
 from ..ir.types import StackType
-from .walk import Effects, Forward, forward_pass
+from .walk import Forward, forward_pass
 
 #: Ops whose operands may be swapped without changing a bit of the result.
 _COMMUTATIVE = frozenset({"add", "mul", "and", "or", "xor", "eq", "ne"})

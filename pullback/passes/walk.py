@@ -1,5 +1,5 @@
 """What the passes share: rewriting a function and every function it calls, a forward
-walk that replaces values as it goes, and which equations have effects.
+walk that replaces values as it goes (which equations have effects is ``ir.liveness``).
 
 Passes are pure: each works on a copy (``clone_block``) of every function it reaches, so
 the input IR is never touched, and a function called from many places (or from itself)
@@ -112,35 +112,3 @@ class Forward:
 def forward_pass(make: Callable[[], Forward]) -> FunctionPass:
     """A pass that runs a fresh ``make()`` over the body of each function."""
     return FunctionPass(lambda block, rw: make().block(block))
-
-
-class Effects:
-    """Which equations have effects (a print, a failed check), directly or through the
-    blocks and functions they run: passes may neither drop nor merge those."""
-
-    def __init__(self):
-        self.funcs: dict[int, bool] = {}
-        self.blocks: dict[int, tuple[Block, bool]] = {}  # the block pins its id
-
-    def eqn(self, eqn: Eqn) -> bool:
-        if eqn.op.effect:
-            return True
-        callee = eqn.params.get("callee")
-        if isinstance(callee, Func) and self.func(callee):
-            return True
-        return any(self.block(b) for b in eqn.blocks())
-
-    def block(self, block: Block) -> bool:
-        entry = self.blocks.get(id(block))
-        if entry is None:
-            entry = self.blocks[id(block)] = (block, any(self.eqn(e) for e in block.eqns))
-        return entry[1]
-
-    def func(self, func: Func) -> bool:
-        """Whether ``func`` or a function it calls has an effect (the callees' bodies are
-        searched directly, so recursion needs no fixpoint)."""
-        found = self.funcs.get(id(func))
-        if found is None:
-            found = any(e.op.effect for f in (func, *func.callees()) for e in f.block.walk())
-            self.funcs[id(func)] = found
-        return found

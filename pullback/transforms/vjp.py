@@ -36,6 +36,7 @@ import numpy as np
 from ..errors import UnsupportedError
 from ..ir.builder import Builder, current, declare_func
 from ..ir.core import Atom, Block, Eqn, Func, Lit, Var
+from ..ir.liveness import prune
 from ..ir.rewrite import Env, clone_eqn, free_vars, inline, substitute
 from ..ir.types import StackType, TensorType, int64
 from ..ops import control as C
@@ -167,6 +168,7 @@ class ReverseMode:
                 step(inner, cts)
             cins = [cts.get_or_zero(p) for p, v in zip(fparams, in_varied, strict=True) if v]
         bwd.results = [*cins, inner.btape]
+        prune(bwd)  # rules may compute what nobody reads: it must not cost a push
         defined = {id(p) for p in fparams} | {id(o) for e in fwd.eqns for o in e.outputs}
         residuals = [v for v in free_vars(bwd) if id(v) in defined and id(v) not in known]
         with b.into(fwd):

@@ -105,10 +105,11 @@ def _mean_ratio(counts: list[tuple[int, int]]) -> float:
 
 
 def test_gradient_ir_gets_smaller() -> None:
-    """On average a third of ``pb.grad``'s equations and a quarter of a pullback's go
-    (0.67 and 0.74 of them are left when this was written)."""
+    """On average a quarter of ``pb.grad``'s equations and a seventh of a pullback's go
+    (0.75 and 0.85 of them are left when this was written).  The function is optimised
+    before it is differentiated, so what is left to remove is what the rules add."""
     grads = [_grad(k) for k in range(len(SCALAR_CASES))]
     pullbacks = [_vjp(k) for k in range(len(AD_CASES))]
-    assert _mean_ratio(grads) < 0.7
-    assert _mean_ratio(pullbacks) < 0.77
+    assert _mean_ratio(grads) < 0.8
+    assert _mean_ratio(pullbacks) < 0.9
     assert all(after <= before for before, after in grads + pullbacks)
