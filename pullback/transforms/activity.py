@@ -1,9 +1,10 @@
 """Activity analysis: which values carry a derivative.
 
 A value is *active* when it has a differentiable type (floating point, or a stack of
-residuals) and depends on an active input.  Integer and boolean values never are, so
-they carry no tangent and receive no cotangent.  Loop-carried values are active when
-they are on entry or become so in the body (a fixpoint).  Under forward mode stacks are
+residuals) and depends on an active input other than through ``stop_gradient``.
+Integer and boolean values never are, so they carry no tangent and receive no
+cotangent.  Loop-carried values are active when they are on entry or become so in the
+body (a fixpoint).  Under forward mode stacks are
 always active: a stack's tangent is the stack of its elements' tangents, and pops must
 find what pushes put there.
 """
@@ -38,6 +39,8 @@ def eqn_active(eqn: Eqn, ins: Sequence[bool], stacks: bool) -> list[bool]:
         return [a or b for a, b in zip(then, orelse, strict=True)]
     if name in ("while_loop", "for_loop"):
         return loop_active(eqn, ins, stacks)
+    if name == "stop_gradient":  # constant to both modes: what it feeds needs no rules
+        return [False]
     anything = any(ins)
     return [differentiable(o.type) and (anything or (stacks and isinstance(o.type, StackType)))
             for o in eqn.outputs]

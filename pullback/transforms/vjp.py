@@ -126,7 +126,7 @@ class ReverseMode:
                 outs, vout, step = handler(self, ctx, eqn, ins, vin)
             else:
                 outs = current().emit(eqn.op, ins, eqn.params, eqn.loc)
-                vout = [differentiable(o.type) for o in outs]
+                vout = eqn_active(eqn, vin, stacks=False)
                 if any(vout) and eqn.op.vjp is None:
                     raise UnsupportedError(f"{eqn.op.name} has no derivative rule")
                 step = partial(_rule_step, eqn, ins, outs)
@@ -156,9 +156,11 @@ class ReverseMode:
         jparam = [Var(index)] if index is not None else []
         start_tape = Var(StackType())
         bwd = Block([*jparam, *ct_params, start_tape])
-        with b.into(bwd):
+        head = Block()  # the known values, put first once the rest is pruned
+        with b.into(head):
             known = {id(fparams[k]): make(jparam[0] if jparam else None)
                      for k, make in outer.items()}
+        with b.into(bwd):
             inner.btape = start_tape
             cts = Cotangents(inner)
             for o, c in zip([o for o, v in zip(outs, out_varied, strict=True) if v], ct_params,
@@ -171,12 +173,13 @@ class ReverseMode:
         prune(bwd)  # rules may compute what nobody reads: it must not cost a push
         defined = {id(p) for p in fparams} | {id(o) for e in fwd.eqns for o in e.outputs}
         residuals = [v for v in free_vars(bwd) if id(v) in defined and id(v) not in known]
+        residuals, again = _recomputed(fwd, residuals, known)
         with b.into(fwd):
             tape = inner.tape
             for r in residuals:
                 tape = St.stack_push(tape, r)
         fwd.results = [*outs, tape]
-        _pop_residuals(bwd, residuals, known)
+        _pop_residuals(bwd, residuals, known, again, head.eqns)
         return fwd, bwd
 
     # -- control flow -------------------------------------------------------------
@@ -462,22 +465,91 @@ def _counting(fwd: Block, cond: Block, n: int) -> Block:
     return new
 
 
-def _pop_residuals(bwd: Block, residuals: list[Var], known: dict[int, Atom]) -> None:
+#: Element-wise ops cheaper to run again in the backward pass than to push and pop.
+_CHEAP = frozenset({"add", "sub", "mul", "neg", "abs", "sign", "max", "min", "convert",
+                    "select", "eq", "ne", "lt", "le", "gt", "ge", "and", "or", "not"})
+
+
+def _cheap(eqn: Eqn) -> bool:
+    """Whether ``eqn`` makes an array worth recomputing: cheap element-wise arithmetic or
+    a broadcast of a scalar."""
+    if len(eqn.outputs) != 1 or eqn.outputs[0].type.shape == ():
+        return False
+    if eqn.op.name == "broadcast_in_dim":
+        return eqn.inputs[0].type.shape == ()
+    return eqn.op.fusion == "elementwise" and eqn.op.name in _CHEAP
+
+
+def _recomputed(fwd: Block, residuals: list[Var], known: dict[int, Atom]
+                ) -> tuple[list[Var], list[Eqn]]:
+    """Split what the backward reads into the values to push and the equations it
+    recomputes (in forward order): an array made by a chain of cheap element-wise steps
+    from pushed, known or scalar values (scalars are pushed: that costs next to nothing)
+    is cheaper to compute again than to move through the tape twice."""
+    made = {id(o): e for e in fwd.eqns for o in e.outputs}
+    pushed = {id(r) for r in residuals}
+    again: dict[int, Eqn] = {}
+
+    def plan(a: Atom, eqns: dict[int, Eqn], scalars: dict[int, Var]) -> bool:
+        """Whether ``a`` can be had in the backward, noting the equations to recompute
+        and the scalars to push that it takes."""
+        if not isinstance(a, Var) or any(id(a) in d for d in (known, again, eqns)) or \
+                id(a) in pushed:
+            return True
+        if a.type.shape == ():
+            scalars[id(a)] = a
+            return True
+        eqn = made.get(id(a))
+        if eqn is None or not _cheap(eqn) or not all(plan(x, eqns, scalars)
+                                                     for x in eqn.inputs):
+            return False
+        eqns[id(a)] = eqn
+        return True
+
+    kept, extra = [], []
+    for r in residuals:
+        eqn = made.get(id(r))
+        eqns: dict[int, Eqn] = {}
+        scalars: dict[int, Var] = {}
+        if eqn is None or not _cheap(eqn) or not all(plan(x, eqns, scalars)
+                                                     for x in eqn.inputs):
+            kept.append(r)
+            continue
+        again.update(eqns)
+        again[id(r)] = eqn
+        pushed.discard(id(r))
+        for k, v in scalars.items():
+            if k not in pushed:
+                pushed.add(k)
+                extra.append(v)
+    order = {id(e): k for k, e in enumerate(fwd.eqns)}
+    eqns = sorted({id(e): e for e in again.values()}.values(), key=lambda e: order[id(e)])
+    return [*kept, *extra], eqns
+
+
+def _pop_residuals(bwd: Block, residuals: list[Var], known: dict[int, Atom],
+                   again: Sequence[Eqn] = (), head: Sequence[Eqn] = ()) -> None:
     """Start ``bwd`` by popping ``residuals`` (pushed in this order) off its tape
-    parameter, and make it read them (and the ``known`` values) there."""
+    parameter, computing the ``known`` values (``head``) and copies of ``again``, and
+    make it read them there."""
     mapping = dict(known)
+    pops = []
     if residuals:
         start = bwd.params[-1]
         tape = Var(StackType())
         bwd.params[-1] = tape
-        pops = []
         for r in reversed(residuals):
             nxt, x = Var(StackType()), Var(r.type, r.hint)
             pops.append(Eqn(St.stack_pop, [tape], [nxt, x], {"elem": r.type}))
             mapping[id(r)] = x
             tape = nxt
         pops[-1].outputs[0] = start
-        bwd.eqns[:0] = pops
+    copies = []
+    for eqn in again:
+        outs = [Var(o.type, o.hint) for o in eqn.outputs]
+        copies.append(Eqn(eqn.op, list(eqn.inputs), outs, dict(eqn.params), eqn.loc))
+        mapping.update((id(o), n) for o, n in zip(eqn.outputs, outs, strict=True))
+    bwd.eqns[:0] = [*pops, *head, *copies]
     substitute(bwd, mapping)
 
 
