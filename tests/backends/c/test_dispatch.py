@@ -204,10 +204,12 @@ print(json.dumps([blas.scipy_openblas_get_num_threads(), omp.omp_get_max_threads
 
 @pytest.mark.parametrize("threads", ["1", "3"])
 def test_num_threads_sets_loops_and_blas(threads):
-    env = {**os.environ, "PULLBACK_NUM_THREADS": threads}
-    env.pop("OMP_NUM_THREADS", None)
-    env.pop("OPENBLAS_NUM_THREADS", None)
+    """Also: OpenMP's idle threads sleep (they would starve OpenBLAS's spinning)."""
+    env = {**os.environ, "PULLBACK_NUM_THREADS": threads, "OMP_DISPLAY_ENV": "TRUE"}
+    for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OMP_WAIT_POLICY"):
+        env.pop(name, None)
     root = Path(__file__).resolve().parents[3]
-    out = subprocess.run([sys.executable, "-c", _THREADS_CHILD], cwd=root, env=env,
-                         capture_output=True, text=True, check=True).stdout
-    assert json.loads(out.splitlines()[-1]) == [int(threads), int(threads)]
+    proc = subprocess.run([sys.executable, "-c", _THREADS_CHILD], cwd=root, env=env,
+                          capture_output=True, text=True, check=True)
+    assert json.loads(proc.stdout.splitlines()[-1]) == [int(threads), int(threads)]
+    assert "OMP_WAIT_POLICY = 'PASSIVE'" in proc.stderr
