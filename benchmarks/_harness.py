@@ -1,0 +1,441 @@
+"""Shared timing harness of the benchmarks (standard library only at import time).
+
+Each benchmark script starts with, before importing NumPy or any peer::
+
+    import _harness as H
+    args = H.setup("eltwise")
+
+In the driver (the command you type) ``setup`` re-executes the script once per thread
+count in a fresh subprocess whose thread settings (OpenMP, OpenBLAS, MKL, Numba, XLA,
+pullback) are in the environment from its first instruction and whose CPU affinity is
+pinned, collects the rows the children measured and prints one table per thread count.
+Every system of a workload is measured in the same child process, one after the other.
+In a child ``setup`` returns the parsed arguments and the script measures.
+
+A row is one system doing one thing (``what``): its first call (compile included), the
+median and minimum over repetitions, the largest relative error against a float64
+reference, and a note.  Tables give, per row, pullback's time divided by that row's
+(a peer's or a lower bound's), so ``pullback / peer`` and ``pullback / bound`` read
+straight off.  Missing peers are reported as not installed; failures as FAILED rows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import datetime
+import importlib
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
+               "NUMBA_NUM_THREADS", "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS",
+               "PULLBACK_NUM_THREADS")
+CONTENDED = 0.05  # fraction of our cores used by others above which a row says so
+
+_CLK = os.sysconf("SC_CLK_TCK")
+_state: dict[str, Any] = {"rows": [], "notes": [], "threads": None, "quick": False}
+
+
+# ------------------------------------------------------------------ set-up and children
+
+def setup(name: str, *, unit: str = "ms", default_threads: str = "both") -> argparse.Namespace:
+    """Parse the common options; in the driver, run the children and exit."""
+    p = argparse.ArgumentParser(description=f"benchmark: {name} (pullback vs peers)")
+    p.add_argument("--quick", action="store_true", help="smaller sizes, fewer repetitions")
+    p.add_argument("--threads", default=default_threads, choices=["1", "2", "both"])
+    p.add_argument("--only", default=None, help="comma-separated systems to run")
+    p.add_argument("--json", default=None, metavar="PATH", help="write the rows as JSON")
+    p.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    args = p.parse_args()
+    _state.update(name=name, unit=unit, quick=args.quick, only=args.only)
+    if args.child is None:
+        sys.exit(_drive(name, args))
+    _state.update(threads=int(args.threads), out=args.child)
+    _pin(int(args.threads))
+    sys.path.insert(1, REPO)  # measure the checkout these scripts live in
+    cache = tempfile.mkdtemp(prefix="pb_bench_cache_")  # cold compiler caches: first calls
+    os.environ["PULLBACK_CACHE_DIR"] = os.path.join(cache, "pullback")
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(cache, "inductor")
+    atexit.register(shutil.rmtree, cache, True)
+    return args
+
+
+def want(system: str) -> bool:
+    """Whether ``--only`` selects this system group (all when absent)."""
+    only = _state.get("only")
+    return only is None or system in only.split(",")
+
+
+def quick() -> bool:
+    """Whether --quick asked for small sizes."""
+    return bool(_state["quick"])
+
+
+def _drive(name: str, args: argparse.Namespace) -> int:
+    ncpu = len(os.sched_getaffinity(0))
+    counts = [1, 2] if args.threads == "both" else [int(args.threads)]
+    runs, rc = {}, 0
+    for n in counts:
+        if n > ncpu:
+            print(f"# {name}: skipping threads={n}, only {ncpu} core(s) available")
+            continue
+        cores, load = _least_busy(n)
+        print(f"# {name} threads={n} cores={sorted(cores)} quick={args.quick} "
+              f"(other processes' load on them before start: {load:.0%})", flush=True)
+        fd, tmp = tempfile.mkstemp(suffix=".json", prefix=f"pb_bench_{name}_")
+        os.close(fd)
+        argv = _strip(sys.argv[1:], ("--threads", "--json", "--child"))
+        cmd = [sys.executable, os.path.abspath(sys.argv[0]), *argv, "--threads", str(n),
+               "--child", tmp]
+        t0 = time.perf_counter()
+        proc = subprocess.run(cmd, env=_thread_env(n, cores))
+        try:
+            with open(tmp) as f:
+                run = json.load(f)
+        except (OSError, ValueError):
+            run = {"rows": [], "notes": []}
+        finally:
+            os.unlink(tmp)
+        if proc.returncode != 0:
+            run["notes"].append(f"child exited with status {proc.returncode} after "
+                                f"{time.perf_counter() - t0:.0f}s")
+            rc = rc or proc.returncode
+        run["notes"].insert(0, f"other processes' load on cores {sorted(cores)} before "
+                               f"start: {load:.0%}")
+        runs[n] = run
+        print_table(name, n, run, args.quick)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"workload": name, "quick": args.quick, "cpu": cpu_model(),
+                       "date": datetime.datetime.now().isoformat(timespec="seconds"),
+                       "runs": {str(n): r for n, r in runs.items()}}, f, indent=1)
+    return rc
+
+
+def _strip(argv: list[str], names: tuple[str, ...]) -> list[str]:
+    """argv without the options in names (``--x v`` and ``--x=v`` forms)."""
+    out, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+        elif a in names:
+            skip = True
+        elif not any(a.startswith(n + "=") for n in names):
+            out.append(a)
+    return out
+
+
+def _thread_env(n: int, cores: set[int]) -> dict[str, str]:
+    """The child's environment: every thread pool sized n, set before any import."""
+    env = dict(os.environ, PB_BENCH_CPUS=",".join(map(str, sorted(cores))))
+    env.update({v: str(n) for v in THREAD_VARS})
+    xla = env.get("XLA_FLAGS", "")
+    if n == 1 and "xla_cpu_multi_thread_eigen" not in xla:
+        xla += " --xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+    env["XLA_FLAGS"] = xla.strip()
+    env.setdefault("JAX_PLATFORMS", "cpu")
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    return env
+
+
+def _pin(n: int) -> None:
+    """Run on the cores the driver chose (the first n without one)."""
+    cores = os.environ.get("PB_BENCH_CPUS")
+    os.sched_setaffinity(0, {int(c) for c in cores.split(",")} if cores else set(range(n)))
+
+
+def pin_torch(torch: ModuleType) -> None:
+    """torch sizes its pools itself: tell it the thread count too."""
+    torch.set_num_threads(_state["threads"])
+    try:
+        torch.set_num_interop_threads(_state["threads"])
+    except RuntimeError:  # already set (torch allows it once per process)
+        pass
+
+
+def cpu_model() -> str:
+    """The CPU's name, for the JSON record."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
+# ------------------------------------------------------------------ contention
+
+def _busy(cpus: set[int]) -> int:
+    """Busy jiffies (all but idle and iowait) of the given CPUs, from /proc/stat."""
+    total = 0
+    try:
+        with open("/proc/stat") as f:
+            for line in f:
+                if not line.startswith("cpu"):
+                    break
+                name, *vals = line.split()
+                if name == "cpu" or int(name[3:]) not in cpus:
+                    continue
+                v = [int(x) for x in vals[:8]]
+                total += sum(v) - v[3] - v[4]
+    except OSError:
+        pass
+    return total
+
+
+def _own() -> float:
+    """This process's CPU time (with finished children's) in jiffies."""
+    t = os.times()
+    return (t.user + t.system + t.children_user + t.children_system) * _CLK
+
+
+def _least_busy(n: int, sample: float = 0.5) -> tuple[set[int], float]:
+    """The n cores other processes used least over ``sample`` seconds, and that load."""
+    cpus = sorted(os.sched_getaffinity(0))
+    before = [_busy({c}) for c in cpus]
+    t0 = time.perf_counter()
+    time.sleep(sample)
+    dt = time.perf_counter() - t0
+    used = sorted((_busy({c}) - b, c) for c, b in zip(cpus, before, strict=True))[:n]
+    return {c for _, c in used}, min(1.0, sum(j for j, _ in used) / (dt * _CLK * n))
+
+
+class Contention:
+    """Fraction of our cores' time other processes used while the block ran."""
+
+    def __enter__(self) -> Contention:
+        self.cpus = set(os.sched_getaffinity(0))
+        self.b0, self.s0, self.t0 = _busy(self.cpus), _own(), time.perf_counter()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        dt = time.perf_counter() - self.t0
+        other = (_busy(self.cpus) - self.b0) - (_own() - self.s0)
+        self.fraction = max(0.0, other / max(dt * _CLK * len(self.cpus), 1e-9))
+
+
+# ------------------------------------------------------------------ timing and rows
+
+def bench(fn: Callable[[], Any], target_s: float | None = None, min_reps: int = 5,
+          max_reps: int = 2000, warmup: int = 2, batch: int = 1
+          ) -> tuple[float, float, int, float]:
+    """(median, min) seconds per call of fn, the repetitions and the contention.
+
+    fn must block until its work is done; ``batch`` calls make one sample (for calls of
+    microseconds, where the clock's resolution and loop overhead matter)."""
+    target_s = target_s or (0.4 if quick() else 1.5)
+    for _ in range(warmup):
+        fn()
+    t0 = time.perf_counter()
+    for _ in range(batch):
+        fn()
+    est = max(time.perf_counter() - t0, 1e-9)
+    reps = int(max(min_reps, min(max_reps, target_s / est)))
+    samples = []
+    with Contention() as c:
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            for _ in range(batch):
+                fn()
+            samples.append((time.perf_counter() - t0) / batch)
+    return statistics.median(samples), min(samples), reps, c.fraction
+
+
+def relerr(a: Any, ref: Any) -> float:
+    """max |a - ref| / max |ref| in float64 (absolute when ref is all zeros)."""
+    import numpy as np
+
+    a, ref = np.asarray(a, np.float64), np.asarray(ref, np.float64)
+    scale = float(np.max(np.abs(ref))) if ref.size else 1.0
+    return float(np.max(np.abs(a - ref))) / (scale or 1.0)
+
+
+def record(system: str, what: str, *, kind: str = "peer", first_s: float | None = None,
+           median_s: float | None = None, min_s: float | None = None,
+           reps: int | None = None, err: float | None = None, note: str = "",
+           contention: float | None = None) -> dict:
+    """Add a row (kind: 'pullback', 'peer' or 'bound') and print it as it comes."""
+    if contention is not None and contention > CONTENDED:
+        note = f"{note} [other processes used {contention:.0%} of our cores]".strip()
+    row = dict(system=system, what=what, kind=kind, threads=_state["threads"],
+               first_s=first_s, median_s=median_s, min_s=min_s, reps=reps, err=err,
+               note=note, contention=contention)
+    _state["rows"].append(row)
+    print(f"  {system:<40} {what:<12} first={_num(first_s, 1)}s "
+          f"median={_num(median_s, _scale())}{_state['unit']} err={_num(err, 1, 'e')} {note}",
+          flush=True)
+    return row
+
+
+def measure(system: str, what: str, fn: Callable[[], Any], *,
+            check: Callable[[Any], float] | None = None, kind: str = "peer",
+            note: str = "", **bench_args: Any) -> dict:
+    """Time fn's first call, check its answer, time it repeatedly, and record the row.
+
+    A pullback function that fell back to the interpreter says so in the row's note,
+    and any exception becomes a FAILED row instead of ending the script."""
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            t0 = time.perf_counter()
+            out = fn()
+            first = time.perf_counter() - t0
+        fell_back = [str(w.message) for w in caught if "interpreter" in str(w.message)]
+        if fell_back:
+            note = f"{note} RAN ON THE INTERPRETER: {fell_back[0]}".strip()
+        err = check(out) if check else None
+        med, mn, reps, cont = bench(fn, **bench_args)
+    except Exception as e:  # a benchmark reports failures; it does not stop at them
+        return fail(system, what, e, kind=kind)
+    return record(system, what, kind=kind, first_s=first, median_s=med, min_s=mn,
+                  reps=reps, err=err, note=note, contention=cont)
+
+
+def fail(system: str, what: str, exc: BaseException, kind: str = "peer") -> dict:
+    msg = " ".join(f"{type(exc).__name__}: {exc}".split())
+    if len(msg) > 400:  # keep the start (what) and the end (a compiler's complaint)
+        msg = msg[:150] + " ... " + msg[-250:]
+    return record(system, what, kind=kind, note="FAILED: " + msg)
+
+
+def optional(module: str) -> ModuleType | None:
+    """The peer's module, or None and a 'not installed' row."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as e:
+        record(module, "-", note=f"not installed ({e})")
+        return None
+
+
+def note(text: str) -> None:
+    _state["notes"].append(text)
+    print("  note:", text, flush=True)
+
+
+def warm(framework: str) -> None:
+    """Pay a framework's one-time start-up (back-end init, compiler probes) on a trivial
+    function, so first-call times measure compiling the workload's own code."""
+    t0 = time.perf_counter()
+    _WARM_UPS[framework]()
+    note(f"{framework}: one-time start-up on a trivial function took "
+         f"{time.perf_counter() - t0:.2f}s (not in the first-call times)")
+
+
+def _plus_one(v: Any) -> Any:
+    return v + 1.0
+
+
+def _warm_pullback() -> None:
+    import numpy as np
+
+    import pullback as pb
+
+    pb.jit(pb.grad(lambda v: (v * v).sum()), backend="c")(np.ones(4))
+    note(f"pullback from {os.path.dirname(pb.__file__)}")
+
+
+def _warm_jax() -> None:
+    import jax
+    import jax.numpy as jnp
+
+    jax.jit(jax.grad(lambda v: (v * v).sum()))(jnp.ones(4)).block_until_ready()
+
+
+def _warm_numba() -> None:
+    import numba
+    import numpy as np
+
+    numba.njit(_plus_one)(np.ones(4))
+
+
+def _warm_torch_compile() -> None:
+    import torch
+
+    v = torch.ones(4, requires_grad=True)
+    torch.compile(lambda v: (v * v).sum())(v).backward()
+
+
+_WARM_UPS = {"pullback": _warm_pullback, "jax": _warm_jax, "numba": _warm_numba,
+             "torch.compile": _warm_torch_compile}
+
+
+def finish(summary: str = "") -> None:
+    """Hand the child's rows to the driver."""
+    if summary:
+        _state["notes"].append(summary)
+    with open(_state["out"], "w") as f:
+        json.dump({"rows": _state["rows"], "notes": _state["notes"]}, f)
+
+
+# ------------------------------------------------------------------ tables
+
+def _scale() -> float:
+    return 1e6 if _state.get("unit") == "us" else 1e3
+
+
+def _num(v: float | None, scale: float = 1.0, spec: str = "g") -> str:
+    if v is None:
+        return "-"
+    if spec == "e":
+        return f"{v:.1e}"
+    v *= scale
+    return f"{v:.0f}" if v >= 100 else f"{v:.3g}"
+
+
+def ratio(pb: dict, other: dict) -> float | None:
+    """pullback / other: of medians when both have one, else of first-call times."""
+    for key in ("median_s", "first_s"):
+        if pb.get(key) and other.get(key):
+            return pb[key] / other[key]
+    return None
+
+
+def print_table(name: str, threads: int, run: dict, was_quick: bool) -> None:
+    """The rows as a markdown table, pullback / row in its own column, then a summary."""
+    u, sc = _state["unit"], _scale()
+    rows = run["rows"]
+    ours = {}
+    for r in rows:
+        if r["kind"] == "pullback" and not r["note"].startswith("FAILED"):
+            ours.setdefault(r["what"], r)
+    print(f"\n### {name} - threads={threads}{' (quick)' if was_quick else ''}\n")
+    print(f"| system | what | first call (s) | median ({u}) | min ({u}) | reps | "
+          "rel err vs f64 | pullback / this | note |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---|")
+    for r in rows:
+        pb = ours.get(r["what"])
+        x = None if pb is None or r["kind"] == "pullback" else ratio(pb, r)
+        print(f"| {r['system']} | {r['what']} | {_num(r['first_s'])} | "
+              f"{_num(r['median_s'], sc)} | {_num(r['min_s'], sc)} | "
+              f"{r['reps'] if r['reps'] else '-'} | {_num(r['err'], 1, 'e')} | "
+              f"{'-' if x is None else f'{x:.2f}'} | {r['note'].replace('|', '/')} |")
+    print()
+    for what, pb in ours.items():
+        parts = [f"pullback/bound = {ratio(pb, r):.2f} ({r['system']})" for r in rows
+                 if r["kind"] == "bound" and r["what"] == what and ratio(pb, r) is not None]
+        peers = [r for r in rows if r["kind"] == "peer" and r["what"] == what
+                 and ratio(pb, r) is not None]
+        if peers:
+            best = max(peers, key=lambda r: ratio(pb, r))
+            parts.append(f"pullback/best peer = {ratio(pb, best):.2f} ({best['system']})")
+        if parts:
+            print(f"- {what}: " + "; ".join(parts))
+    for t in dict.fromkeys(run["notes"]):
+        print(f"- {t}")
+    print(flush=True)

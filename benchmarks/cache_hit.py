@@ -1,0 +1,143 @@
+"""First call of an already-compiled function in a new process: the on-disk cache hit.
+
+For each system and function a fresh process is started twice with the same, initially
+empty, cache directory: it imports the system, makes the compiled function, calls it once
+and reports the times.  The first process compiles and fills the cache (``miss``); the
+second finds it there (``hit``).  A pullback miss includes its one-time compiler probes;
+a hit still stages and generates C to compute the cache key, and skips the C compiler.
+Peers: Numba ``cache=True`` and JAX's persistent compilation cache (which still traces).
+
+Functions: ``x + 1`` on 10 float32, and the gradient of a small residual network
+(8 tanh blocks of 32x32, batch 64) with a Huber loss, written as a Python loop.
+
+    python benchmarks/cache_hit.py [--quick] [--threads 1|2|both] [--only SYSTEMS] [--json PATH]
+"""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+PROBE = sys.argv[1:2] == ["--probe"]  # this file is also the program each new process runs
+if not PROBE:
+    import _harness as H
+
+    args = H.setup("cache_hit")
+
+import numpy as np  # noqa: E402
+
+
+def plus_one(x):
+    return x + 1
+
+
+def resnet_huber(w, x, y):
+    h = x
+    for i in range(w.shape[0]):
+        h = h + np.tanh(h @ w[i])
+    r = h - y
+    return np.sum(np.where(np.abs(r) < 1.0, 0.5 * r * r, np.abs(r) - 0.5))
+
+
+def inputs(function):
+    rng = np.random.default_rng(0)
+    if function == "x+1":
+        return (np.arange(10, dtype=np.float32),)
+    return tuple(rng.standard_normal(s).astype(np.float32) * 0.2
+                 for s in ((8, 32, 32), (64, 32), (64, 32)))
+
+
+def make(system, function):
+    """Import the system and build its compiled function; returns (import s, callable)."""
+    t0 = time.perf_counter()
+    if system == "pullback":
+        import pullback as pb
+
+        t = time.perf_counter() - t0
+        fn = plus_one if function == "x+1" else pb.grad(resnet_huber)
+        return t, pb.jit(fn, backend="c")
+    if system == "numba":
+        import numba
+
+        return time.perf_counter() - t0, numba.njit(cache=True)(plus_one)
+    import jax
+
+    jax.config.update("jax_compilation_cache_dir", os.environ["PB_BENCH_CACHE"])
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    t = time.perf_counter() - t0
+    fn = jax.grad(_jax_resnet_huber(jax)) if function != "x+1" else plus_one
+    jitted = jax.jit(fn)
+    return t, lambda *a: jax.block_until_ready(jitted(*a))
+
+
+def _jax_resnet_huber(jax):
+    jnp = jax.numpy
+
+    def loss(w, x, y):
+        h = x
+        for i in range(w.shape[0]):
+            h = h + jnp.tanh(h @ w[i])
+        r = h - y
+        return jnp.sum(jnp.where(jnp.abs(r) < 1.0, 0.5 * r * r, jnp.abs(r) - 0.5))
+
+    return loss
+
+
+def probe(system, function):
+    """In a new process: print the import time, the first and the second call's."""
+    try:
+        import_s, fn = make(system, function)
+    except ImportError as e:
+        print(json.dumps({"missing": str(e)}))
+        return
+    a = inputs(function)
+    t0 = time.perf_counter()
+    fn(*a)
+    first = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    fn(*a)
+    print(json.dumps({"import_s": import_s, "first_s": first,
+                      "second_s": time.perf_counter() - t0}))
+
+
+def run_probe(system, function, cache):
+    env = dict(os.environ, PB_BENCH_CACHE=cache, PULLBACK_CACHE_DIR=cache,
+               NUMBA_CACHE_DIR=cache, PYTHONPATH=os.pathsep.join(
+                   [H.REPO, *filter(None, [os.environ.get("PYTHONPATH")])]))
+    out = subprocess.run([sys.executable, os.path.abspath(__file__), "--probe", system,
+                          function], env=env, capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def measure(system, function, kind):
+    with tempfile.TemporaryDirectory(prefix="pb_bench_hit_") as cache:
+        for what in ("miss", "hit"):
+            try:
+                r = run_probe(system, function, cache)
+            except (subprocess.CalledProcessError, ValueError, IndexError) as e:
+                detail = getattr(e, "stderr", "") or ""
+                H.fail(system, f"{function} {what}", RuntimeError(f"{e} {detail[-300:]}"),
+                       kind=kind)
+                return
+            if "missing" in r:
+                H.record(system, function, note=f"not installed ({r['missing']})")
+                return
+            H.record(system, f"{function} {what}", kind=kind, first_s=r["first_s"],
+                     note=f"import {r['import_s']:.2f}s; second call "
+                          f"{r['second_s'] * 1e3:.3g} ms")
+
+
+if PROBE:
+    probe(*sys.argv[2:4])
+else:
+    peers = [s for s in ("numba", "jax") if H.want(s)]
+    for function in ("x+1", "resnet grad"):
+        measure("pullback", function, "pullback")
+        for system in peers:
+            if system == "numba" and function != "x+1":
+                continue  # Numba has no automatic differentiation
+            measure(system, function, "peer")
+    H.finish("each row: a new process's first call, compile included on a miss")
