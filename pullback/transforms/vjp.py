@@ -467,17 +467,18 @@ def _counting(fwd: Block, cond: Block, n: int) -> Block:
 
 #: Element-wise ops cheaper to run again in the backward pass than to push and pop.
 _CHEAP = frozenset({"add", "sub", "mul", "neg", "abs", "sign", "max", "min", "convert",
-                    "select", "eq", "ne", "lt", "le", "gt", "ge", "and", "or", "not"})
+                    "select", "eq", "ne", "lt", "le", "gt", "ge", "and", "or", "not", "iota"})
 
 
 def _cheap(eqn: Eqn) -> bool:
-    """Whether ``eqn`` makes an array worth recomputing: cheap element-wise arithmetic or
-    a broadcast of a scalar."""
+    """Whether ``eqn`` makes an array worth recomputing: cheap element-wise arithmetic,
+    or moving data (a reshape, slice, broadcast...: a copy at most, where the tape
+    would copy twice)."""
     if len(eqn.outputs) != 1 or eqn.outputs[0].type.shape == ():
         return False
-    if eqn.op.name == "broadcast_in_dim":
-        return eqn.inputs[0].type.shape == ()
-    return eqn.op.fusion == "elementwise" and eqn.op.name in _CHEAP
+    kind = eqn.op.fusion
+    return kind in ("reshape", "broadcast") or eqn.op.name == "dynamic_slice" or \
+        (kind == "elementwise" and eqn.op.name in _CHEAP)
 
 
 def _recomputed(fwd: Block, residuals: list[Var], known: dict[int, Atom]
