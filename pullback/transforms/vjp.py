@@ -139,13 +139,21 @@ class ReverseMode:
 
     def region(self, block: Block, in_varied: Sequence[bool], out_varied: Sequence[bool],
                outer: dict[int, Callable[[Atom | None], Atom]],
-               index: TensorType | None = None) -> tuple[Block, Block]:
-        """The forward and backward blocks of ``block``.
+               index: TensorType | None = None, carried: int | None = None
+               ) -> tuple[Block, Block, list[int]]:
+        """The forward and backward blocks of ``block``, and the shifted carries.
 
         forward: ``(*params, tape) -> (*results, tape)``, pushing its residuals;
-        backward: ``([index], *cts of out_varied results, tape) -> (*cts of in_varied
-        params, tape)``, popping them.  ``outer[k](index)`` gives, inside the backward,
-        the value of parameter k when it need not be pushed (it is known outside)."""
+        backward: ``([index], *cts of out_varied results, *shifted, tape) -> (*cts of
+        in_varied params, *shifted, tape)``, popping them.  ``outer[k](index)`` gives,
+        inside the backward, the value of parameter k when it need not be pushed (it is
+        known outside).
+
+        For a loop body whose carried values start at parameter ``carried``: when the
+        backward reads both a carried value at the start of an iteration and its new
+        value, the new value is not pushed, because it is the next iteration's start
+        value, popped one backward step earlier.  The backward carries it from step to
+        step (``shifted`` lists those carries; it starts with the loop's result)."""
         b = current()
         fparams = [Var(p.type, p.hint) for p in block.params]
         fwd = Block([*fparams, Var(StackType())])
@@ -174,13 +182,23 @@ class ReverseMode:
         defined = {id(p) for p in fparams} | {id(o) for e in fwd.eqns for o in e.outputs}
         residuals = [v for v in free_vars(bwd) if id(v) in defined and id(v) not in known]
         residuals, again = _recomputed(fwd, residuals, known)
+        pushed = {id(r) for r in residuals}
+        shifted = [] if carried is None else [
+            k for k, o in enumerate(outs) if isinstance(o, Var) and id(o) in pushed and
+            id(fparams[carried + k]) in pushed and o is not fparams[carried + k]]
+        news = {id(outs[k]) for k in shifted}
+        residuals = [r for r in residuals if id(r) not in news]
+        carry_in = [Var(outs[k].type) for k in shifted]
+        bwd.params[-1:-1] = carry_in
+        bwd.results[-1:-1] = [fparams[carried + k] for k in shifted]
         with b.into(fwd):
             tape = inner.tape
             for r in residuals:
                 tape = St.stack_push(tape, r)
         fwd.results = [*outs, tape]
+        known = {**known, **{id(outs[k]): c for k, c in zip(shifted, carry_in, strict=True)}}
         _pop_residuals(bwd, residuals, known, again, head.eqns)
-        return fwd, bwd
+        return fwd, bwd, shifted
 
     # -- control flow -------------------------------------------------------------
 
@@ -188,7 +206,7 @@ class ReverseMode:
         pred, *xs = ins
         vout = eqn_active(eqn, vin, stacks=False)
         outer = {k: (lambda j, x=x: x) for k, x in enumerate(xs)}
-        (fthen, bthen), (felse, belse) = (
+        (fthen, bthen, _), (felse, belse, _) = (
             self.region(eqn.params[k], vin[1:], vout, outer) for k in ("then", "orelse"))
         res = current().emit("cond", [pred, *xs, ctx.take_tape()],
                              {"then": fthen, "orelse": felse})
@@ -219,8 +237,9 @@ class ReverseMode:
             index = lo.type.strong()
         else:
             index = TensorType((), int64)
-        fwd, bwd = self.region(body, [False] * off + vcarry, vcarry, outer, index)
         every = eqn.params.get("checkpoint", 0)
+        fwd, bwd, shifted = self.region(body, [False] * off + vcarry, vcarry, outer, index,
+                                        None if every else off)
         if every:
             outs, counted = self._snapshots(ctx, eqn, bounds, xs, every)
             count = count if is_for else counted
@@ -239,8 +258,10 @@ class ReverseMode:
                 back = self._segments(ctx, couts, bounds, xs, count, every, fwd, bwd, index)
             else:
                 back = current().emit("for_loop", [const(0, index), count, const(1, index),
-                                                   *couts, ctx.btape], {"body": bwd})
-            _add_all(cts, [x for x, v in zip(xs, vcarry, strict=True) if v], back[:-1])
+                                                   *couts, *[outs[k] for k in shifted],
+                                                   ctx.btape], {"body": bwd})
+            _add_all(cts, [x for x, v in zip(xs, vcarry, strict=True) if v],
+                     back[:len(couts)])
             ctx.btape = back[-1]
 
         return outs, vcarry, step
@@ -344,7 +365,7 @@ class ReverseMode:
                             StackType()])
         self.twins[id(func)] = (fwd, bwd)
         with Builder():
-            fwd.block, bwd.block = self.region(func.block, vin, vout, {})
+            fwd.block, bwd.block, _ = self.region(func.block, vin, vout, {})
         return fwd, bwd
 
 

@@ -95,3 +95,32 @@ def test_arrays_of_cheap_steps_are_recomputed_not_pushed():
     fd = [(_replay(2.0, y0 + h * e, steps) - _replay(2.0, y0 - h * e, steps)) / (2 * h)
           for e in np.eye(16)]
     np.testing.assert_allclose(gy, fd, rtol=1e-6, atol=1e-9)
+
+
+def rnn(wx, wh, xs, h0):
+    h = h0
+    for t in range(xs.shape[0]):
+        h = np.tanh(xs[t] @ wx + h @ wh)
+    return np.sum(h * h)
+
+
+def test_a_carried_value_is_pushed_once_not_as_old_and_new():
+    """The backward reads h before and after each step (for d/dwh and tanh's derivative):
+    the new h is the next step's old one, so only the old is pushed; xs[t] is sliced
+    from xs again."""
+    rng = np.random.default_rng(0)
+    wx, wh = rng.standard_normal((3, 4)) * 0.5, rng.standard_normal((4, 4)) * 0.5
+    xs, h0 = rng.standard_normal((6, 2, 3)), rng.standard_normal((2, 4))
+    grad = pb.grad(rnn, argnums=(0, 1, 3))
+    assert [t.shape for t in _arrays_pushed(pb.make_ir(grad)(wx, wh, xs, h0))] == [(2, 4)]
+    got = pb.jit(grad)(wx, wh, xs, h0)
+    h = 1e-6
+    for k, x in zip((0, 1, 3), got, strict=True):
+        args = [wx, wh, xs, h0]
+        fd = np.zeros_like(args[k])
+        for i in np.ndindex(fd.shape):
+            up, down = [a.copy() for a in args], [a.copy() for a in args]
+            up[k][i] += h
+            down[k][i] -= h
+            fd[i] = (rnn(*up) - rnn(*down)) / (2 * h)
+        np.testing.assert_allclose(x, fd, rtol=1e-6, atol=1e-9)
