@@ -1,20 +1,27 @@
 """Graph IR to C: one C function per IR function, control flow as C control flow.
 
 Values: a 0-d tensor is a C scalar; any other tensor is a buffer (``pb_alloc``) in
-row-major order owned by the block that made it, freed when the block ends unless it
-becomes a result (ownership moves to the consumer); a stack is a ``pb_tape *``.  Loops
-keep their carried values in variables declared outside the loop; each iteration's
-results replace them.  Errors (failed checks, bad indices) record what to raise in the
-context and jump to the function's ``fail`` label; the caller frees every allocation.
+row-major order, or a view sharing one (a reshape, a loop's pass-through carry); a stack
+is a ``pb_tape *``.  Memory is planned per block from liveness: the block that makes a
+buffer owns it and frees it (back to the runtime's pool) right after its last read, a
+read inside a nested block counting as one at its equation; a result moves out to the
+consumer.  A pointwise equation (or fused run), a ``dynamic_update_slice`` or a scatter
+whose operand dies there writes its result into that operand's buffer.  A cond's branches
+and a loop's carried variables take over operands that die at the cond or loop, so a
+loop body updates its carried arrays in place.  The entry's top-level buffers share one
+arena per call, at offsets placed by their lives.  Errors (failed checks, bad indices)
+record what to raise in the context and jump to the function's ``fail`` label; the
+caller frees every allocation.
 
-Each primitive is one loop nest here (fusion comes with the loop IR).  Ops without C
-code yet raise ``Unsupported``, and the caller runs the function on the interpreter.
+Ops without C code yet raise ``Unsupported``, and the caller runs the function on the
+interpreter.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -220,10 +227,10 @@ def _pointwise_expr(eqn: Eqn, operand: Callable[[Atom], str]) -> str:
     return _binary(name, operand(ins[0]), operand(ins[1]), dt)
 
 
-def _runs(blk: Block) -> tuple[dict[int, list[Eqn]], set[int]]:
+def _runs(blk: Block) -> dict[int, list[Eqn]]:
     """Runs of two or more consecutive pointwise equations with one result shape, each
     possibly closed by a float reduction over all axes of one of its values (keyed by
-    the index of their first equation), and the values read after their run."""
+    the index of their first equation)."""
     runs: dict[int, list[Eqn]] = {}
     k = 0
     eqns = blk.eqns
@@ -243,15 +250,7 @@ def _runs(blk: Block) -> tuple[dict[int, list[Eqn]], set[int]]:
             k = j
         else:
             k += 1
-    later: set[int] = set()
-    for start, run in runs.items():
-        for e in eqns[start + len(run):]:
-            later.update(id(a) for a in e.inputs)
-    for e in eqns:
-        for inner in e.blocks():
-            later.update(id(v) for v in free_vars(inner))
-    later.update(id(r) for r in blk.results)
-    return runs, later
+    return runs
 
 
 def _fusible(blk: Block, runs: dict[int, list[Eqn]]) -> set[int]:
@@ -285,6 +284,118 @@ def _fusible(blk: Block, runs: dict[int, list[Eqn]]) -> set[int]:
                 c.inputs[0].type.dtype.is_float or c.op.name not in _REPEATS)):
             out.add(id(v))
     return out
+
+
+def _views(eqn: Eqn, fusible: set[int], dest: dict[int, int]) -> list[tuple[Var, Var]]:
+    """``(result, operand)`` pairs of ``eqn`` where the result shares the operand's buffer:
+    a reshape, and a loop's carries its body passes through unchanged."""
+    name = eqn.op.name
+    if name == "reshape":
+        pairs = [(eqn.outputs[0], eqn.inputs[0])]
+    elif name in ("for_loop", "while_loop"):
+        body = eqn.params["body"]
+        skip = 1 if name == "for_loop" else 0  # the iteration index
+        xs = eqn.inputs[3:] if name == "for_loop" else eqn.inputs
+        pairs = [(o, x) for o, x, p, r in zip(eqn.outputs, xs, body.params[skip:],
+                                              body.results, strict=True) if r is p]
+    else:
+        return []
+    return [(o, x) for o, x in pairs
+            if isinstance(x, Var) and isinstance(x.type, TensorType) and x.type.shape != ()
+            and o.type.shape != () and id(x) not in fusible and id(o) not in dest]
+
+
+@dataclass
+class _Slot:
+    """A buffer of the entry's top block placed in the call's arena: its name, its
+    declaration (line index, element C type and count), its bytes rounded up to 64, and
+    its life: from the line declaring it up to (not including) the line where it ends."""
+
+    name: str
+    line: int
+    ctype: str
+    count: int
+    nbytes: int
+    start: int
+    end: int = -1
+
+
+def _place(slots: Sequence[_Slot]) -> tuple[list[int], int]:
+    """Offsets in one arena for buffers with these lives (largest first, each at the
+    lowest offset clear of the placed ones whose lives overlap its own), and its size."""
+    offsets = [0] * len(slots)
+    placed: list[int] = []
+    for k in sorted(range(len(slots)), key=lambda k: -slots[k].nbytes):
+        a = slots[k]
+        busy = sorted((offsets[j], offsets[j] + slots[j].nbytes) for j in placed
+                      if slots[j].start < a.end and a.start < slots[j].end)
+        at = 0
+        for lo, hi in busy:
+            if at + a.nbytes <= lo:
+                break
+            at = max(at, hi)
+        offsets[k] = at
+        placed.append(k)
+    return offsets, max((o + s.nbytes for o, s in zip(offsets, slots, strict=True)), default=0)
+
+
+@dataclass
+class _Owned:
+    """A buffer a block frees: the position of its last read, its dtype and size."""
+
+    last: int
+    dtype: str = ""
+    size: int = -1
+
+
+@dataclass
+class _Scope:
+    """An open block's memory plan.  Positions are equation indices (a fused equation is
+    read at its consumer's; parameters at -1, results at ``len(eqns)``)."""
+
+    runs: dict[int, list[Eqn]]
+    pos: list[int]  # per equation: where its operands are read
+    root: dict[int, Var]  # a view's id: the value owning its buffer
+    last: dict[int, int]  # a buffer-owning value's id: position of its last read
+    views: set[int]
+    owned: dict[str, _Owned] = field(default_factory=dict)  # C name: buffers to free
+    at: int = -1  # the position being emitted
+
+
+def _plan(blk: Block, runs: dict[int, list[Eqn]], fusible: set[int],
+          dest: dict[int, int]) -> _Scope:
+    """Where each buffer of ``blk`` is read last (views extend their owner's life)."""
+    eqns = blk.eqns
+    reader: dict[int, int] = {}
+    for k, e in enumerate(eqns):
+        for a in e.inputs:
+            reader[id(a)] = k
+    pos = list(range(len(eqns)))
+    for k in reversed(range(len(eqns))):
+        outs = eqns[k].outputs
+        if len(outs) == 1 and id(outs[0]) in fusible:
+            pos[k] = pos[reader[id(outs[0])]]
+    root: dict[int, Var] = {}
+    views: set[int] = set()
+    for e in eqns:
+        for o, x in _views(e, fusible, dest):
+            root[id(o)] = root.get(id(x), x)
+            views.add(id(o))
+    last: dict[int, int] = {}
+
+    def use(a: Atom, at: int) -> None:
+        if isinstance(a, Var):
+            r = id(root.get(id(a), a))
+            last[r] = max(last.get(r, -1), at)
+
+    for p in blk.params:
+        use(p, -1)
+    for k, e in enumerate(eqns):
+        for a in [*e.outputs, *e.inputs, *(v for inner in e.blocks() for v in free_vars(inner))]:
+            use(a, pos[k])
+    for r in blk.results:
+        use(r, len(eqns))
+    return _Scope(runs, pos, root, last, views)
 
 
 #: Loops over at least this many elements run on every thread (``PULLBACK_NUM_THREADS``).
@@ -329,7 +440,9 @@ class FuncGen(MoreOps):
         self.depth = 1
         self.vars: dict[int, str] = {}
         self.count = 0
-        self.owned: list[list[str]] = []  # per open block: buffers it must free
+        self.scopes: list[_Scope] = []  # the open blocks, innermost last
+        self.slots: dict[str, _Slot] = {}  # live buffers of the entry's top block
+        self.arena: list[_Slot] = []  # their lives, once over
         self.fused: dict[int, Callable[[str], str]] = {}  # values computed where read
         self.entry = func is mod.entry
         self.dest: dict[int, int] = {}  # entry results computed in the caller's buffers
@@ -387,14 +500,139 @@ class FuncGen(MoreOps):
             self.line(f"{ctype(t.dtype)} {name} = 0;")
         elif id(v) in self.dest:  # the entry's result, computed in the caller's buffer
             self.line(f"{ctype(t.dtype)} *{name} = r{self.dest[id(v)]};")
+        elif not allocate:
+            self.line(f"{ctype(t.dtype)} *{name} = NULL;")
+            self.own(name, v)
         else:
             ct = ctype(t.dtype)
-            size = f"({ct} *)pb_alloc(ctx, {max(t.size, 1)} * sizeof({ct}))"
-            self.line(f"{ct} *{name} = {size if allocate else 'NULL'};")
-            if allocate:
-                self.line(f"if (!{name}) goto oom;")
-            self.owned[-1].append(name)
+            here = len(self.lines)
+            nbytes = max(64, -(-t.size * t.dtype.np.itemsize // 64) * 64)
+            self.slots[name] = _Slot(name, here, ct, t.size, nbytes, here)
+            self.line(f"{ct} *{name} = @{name}@;")
+            if not (self.entry and len(self.scopes) == 1):
+                self.on_heap(name)
+            self.own(name, v)
         return name
+
+    # -- memory -------------------------------------------------------------------
+
+    @property
+    def scope(self) -> _Scope:
+        return self.scopes[-1]
+
+    def own(self, name: str, v: Var | None = None, last: int | None = None) -> None:
+        """The open block owns buffer ``name`` holding ``v`` (None: a scratch buffer of
+        the equation being emitted) until position ``last`` (default: ``v``'s last
+        read)."""
+        s = self.scope
+        if v is None:
+            s.owned[name] = _Owned(s.at)
+            return
+        if last is None:
+            last = s.last.get(id(s.root.get(id(v), v)), s.at)
+        s.owned[name] = _Owned(last, v.type.dtype.name, v.type.size)
+
+    def on_heap(self, name: str) -> None:
+        """Buffer ``name`` comes from ``pb_alloc`` (not the arena): a nested block
+        frees it or it is not of the top block."""
+        slot = self.slots.pop(name)
+        self.lines[slot.line] = self.lines[slot.line].replace(
+            f"@{name}@;", f"({slot.ctype} *)pb_alloc(ctx, {max(slot.count, 1)} * "
+                          f"sizeof({slot.ctype})); if (!{name}) goto oom;")
+
+    def free(self, name: str) -> None:
+        """The end of buffer ``name``'s life: back to the pool, or its arena bytes free
+        for later buffers."""
+        slot = self.slots.pop(name, None)
+        if slot is None:
+            self.line(f"pb_free(ctx, {name});")
+        else:
+            slot.end = len(self.lines)
+            self.line(f"PB_DEAD({name}, {slot.nbytes});")  # for AddressSanitizer
+            self.arena.append(slot)
+
+    def release(self, upto: int) -> None:
+        """Free the open block's buffers read last at or before position ``upto``."""
+        owned = self.scope.owned
+        for name in [n for n, o in owned.items() if o.last <= upto]:
+            del owned[name]
+            self.free(name)
+
+    def reuse(self, out: Var, lo: int, hi: int, names: Sequence[str] | None = None) -> bool:
+        """Give ``out`` the buffer of a value of the same dtype and size that the open
+        block owns and reads last between positions ``lo`` and ``hi`` (among ``names``
+        when given): the caller computes ``out`` element by element from elements at
+        the same index, so writing over that buffer is safe."""
+        if id(out) in self.dest or out.type.shape == ():
+            return False
+        owned = self.scope.owned
+        for name, o in owned.items():
+            if lo <= o.last <= hi and o.dtype == out.type.dtype.name and \
+                    o.size == out.type.size and (names is None or name in names):
+                self.vars[id(out)] = name
+                self.own(name, out)
+                return True
+        return False
+
+    def dying(self, name: str | None) -> bool:
+        """Whether the open block owns buffer ``name`` and reads it last here."""
+        o = self.scope.owned.get(name)
+        return o is not None and o.size >= 0 and o.last == self.scope.at
+
+    def take(self, name: str) -> None:
+        """Buffer ``name`` passes from the open block to a block nested in it."""
+        del self.scope.owned[name]
+        if name in self.slots:
+            self.on_heap(name)
+
+    def hand_over(self, eqn: Eqn, xs: Sequence[Atom]) -> list[bool]:
+        """Per operand in ``xs``: whether its buffer passes to ``eqn``'s blocks (it dies
+        at ``eqn`` and is not read there another way)."""
+        seen = [self.vars.get(id(a)) for a in eqn.inputs if isinstance(a, Var)]
+        seen += [self.vars.get(id(v)) for inner in eqn.blocks() for v in free_vars(inner)]
+        out = []
+        for x in xs:
+            name = self.vars.get(id(x)) if isinstance(x, Var) else None
+            ok = self.dying(name) and seen.count(name) == 1
+            if ok:
+                self.take(name)
+            out.append(ok)
+        return out
+
+    def hand_over_reads(self, eqn: Eqn) -> list[tuple[str, Var]]:
+        """The buffers that ``eqn``'s blocks (each run at most once) read from outside
+        and that die at ``eqn`` (not operands too): they pass to those blocks."""
+        operands = {self.vars.get(id(a)) for a in eqn.inputs if isinstance(a, Var)}
+        reads = {self.vars.get(id(v)): v for inner in eqn.blocks() for v in free_vars(inner)}
+        taken = [(n, v) for n, v in reads.items() if n not in operands and self.dying(n)]
+        for name, _ in taken:
+            self.take(name)
+        return taken
+
+    def open_block(self, blk: Block, names: Sequence[str], owns: Sequence[bool],
+                   adopt: Sequence[tuple[str, Var]] = ()) -> None:
+        """Plan ``blk``, bind its parameters to ``names``; it owns those marked in
+        ``owns`` and the outer buffers in ``adopt`` (frees them after their last read
+        or moves them to a result)."""
+        runs = _runs(blk)
+        fusible = _fusible(blk, runs)
+        self.fusible |= fusible
+        s = _plan(blk, runs, fusible, self.dest)
+        self.scopes.append(s)
+        self.bind(blk.params, names)
+        for p, name, own in zip(blk.params, names, owns, strict=True):
+            if own:
+                self.own(name, p)
+        reads = free_vars(blk) if adopt else []
+        for name, v in adopt:
+            self.own(name, v, max((s.last.get(id(u), -1) for u in reads
+                                   if self.vars.get(id(u)) == name), default=-1))
+        self.release(-1)
+
+    def close_block(self) -> None:
+        """Free what the block still owns (its results have moved out)."""
+        for name in self.scopes.pop().owned:
+            self.free(name)
 
     # -- functions ----------------------------------------------------------------
 
@@ -421,23 +659,36 @@ class FuncGen(MoreOps):
 
     def emit(self) -> str:
         blk = self.func.block
-        for k, p in enumerate(blk.params):
-            self.vars[id(p)] = f"p{k}"
         if self.entry:
             self.dest = _destinations(blk)
-        self.owned.append([])
+        self.open_block(blk, [f"p{k}" for k in range(len(blk.params))],
+                        [False] * len(blk.params))
         self.block_body(blk)
         if self.entry:
             self.entry_results(blk)
         else:
-            self.results_out(blk, [f"(*r{k})" for k in range(len(blk.results))])
-        self.free_owned()
+            self.results_out(blk.results, [f"(*r{k})" for k in range(len(blk.results))])
+        self.close_block()
+        self.place_arena()
         self.line("return 0;")
         self.line("oom:")
         self.line('return pb_fail(ctx, "MemoryError", "out of memory");')
         self.line("fail:")
         self.line("return 1;")
         return "\n".join([self.prototype() + " {", *self.lines, "}", ""])
+
+    def place_arena(self) -> None:
+        """Give the top block's buffers their offsets in one allocation per call, buffers
+        whose lives do not overlap sharing bytes."""
+        if not self.arena:
+            return
+        offsets, total = _place(self.arena)
+        for slot, at in zip(self.arena, offsets, strict=True):
+            self.lines[slot.line] = self.lines[slot.line].replace(
+                f"@{slot.name}@;", f"({slot.ctype} *)(pb_arena + {at}); PB_LIVE({slot.name}, "
+                                   f"{max(slot.count, 1)} * sizeof({slot.ctype}));")
+        self.lines[:0] = [f"    char *pb_arena = (char *)pb_alloc(ctx, {total});",
+                          f"    if (!pb_arena) goto oom; PB_DEAD(pb_arena, {total});"]
 
     def entry_results(self, blk: Block) -> None:
         """The entry function's results: arrays computed in place need nothing, others
@@ -449,18 +700,13 @@ class FuncGen(MoreOps):
             elif self.dest.get(id(r)) != k:
                 self.line(f"memcpy(r{k}, {self.buf(r)}, {t.size} * sizeof({ctype(t.dtype)}));")
 
-    def free_owned(self, keep: Sequence[str] = ()) -> None:
-        for name in self.owned.pop():
-            if name not in keep:
-                self.line(f"pb_free({name});")
-
-    def results_out(self, blk: Block, dests: Sequence[str]) -> None:
-        """Move or copy ``blk``'s results into ``dests`` (C lvalues) — called while the
-        block's ownership list is open; moved buffers leave it."""
-        owned = self.owned[-1]
+    def results_out(self, results: Sequence[Atom], dests: Sequence[str]) -> None:
+        """Move or copy a block's ``results`` into ``dests`` (C lvalues) while the
+        block is open; moved buffers leave its ownership."""
+        owned = self.scope.owned
         moved = []
         staged = []
-        for r in blk.results:
+        for r in results:
             t = r.type
             if isinstance(t, StackType) or t.shape == ():
                 staged.append(self.scalar(r) if not isinstance(t, StackType) else self.vars[id(r)])
@@ -477,29 +723,33 @@ class FuncGen(MoreOps):
                 self.line(f"if (!{tmp}) goto oom;")
                 staged.append(tmp)
         for name in moved:
-            owned.remove(name)
+            del owned[name]
         for dest, value in zip(dests, staged, strict=True):
             self.line(f"{dest} = {value};")
 
     def block_body(self, blk: Block) -> None:
-        runs, later = _runs(blk)
-        self.fusible |= _fusible(blk, runs)
+        """The open block's equations, each buffer freed after its last read."""
+        s = self.scope
         k = 0
         while k < len(blk.eqns):
-            if k in runs:
-                self.run(runs[k], later)
-                k += len(runs[k])
-                continue
-            eqn = blk.eqns[k]
-            k += 1
-            handler = getattr(self, "op_" + eqn.op.name, None)
-            if handler is None:
-                handler = self.elementwise if eqn.op.name in _UNARY | _BINARY else None
-            if handler is None and eqn.op.name in _REDUCE:
-                handler = self.reduce
-            if handler is None:
-                raise Unsupported(f"the C backend has no code for {eqn.op.name} yet")
-            handler(eqn)
+            if k in s.runs:
+                run = s.runs[k]
+                s.at = k + len(run) - 1
+                self.run(run, k)
+                k += len(run)
+            else:
+                eqn = blk.eqns[k]
+                s.at = s.pos[k]
+                k += 1
+                handler = getattr(self, "op_" + eqn.op.name, None)
+                if handler is None:
+                    handler = self.elementwise if eqn.op.name in _UNARY | _BINARY else None
+                if handler is None and eqn.op.name in _REDUCE:
+                    handler = self.reduce
+                if handler is None:
+                    raise Unsupported(f"the C backend has no code for {eqn.op.name} yet")
+                handler(eqn)
+            self.release(k - 1)
 
     # -- elementwise ----------------------------------------------------------------
 
@@ -513,12 +763,14 @@ class FuncGen(MoreOps):
                   f"{self.vars[id(out)]}[i] = {expr('i')};")
 
     def pointwise(self, out: Var, expr: Callable[[str], str]) -> None:
-        """``out[i] = expr(i)``, or, when ``out`` is fused into its one consumer, just
-        remember ``expr`` for that consumer to compute in its own loop."""
+        """``out[i] = expr(i)`` (over a dying operand's buffer if one fits), or, when
+        ``out`` is fused into its one consumer, just remember ``expr`` for that consumer
+        to compute in its own loop."""
         if id(out) in self.fusible:
             self.fused[id(out)] = expr
             return
-        self.define(out)
+        if not self.reuse(out, self.scope.at, self.scope.at):
+            self.define(out)
         self.flat_loop(out, expr)
 
     def elementwise(self, eqn: Eqn) -> None:
@@ -527,17 +779,21 @@ class FuncGen(MoreOps):
 
     op_select = op_convert = op_stop_gradient = elementwise
 
-    def run(self, run: list[Eqn], later: set[int]) -> None:
-        """Consecutive pointwise equations over one shape as one loop: each value is a
-        scalar local of the loop body, stored to a buffer only when read after the run
-        (``later``); a final full reduction accumulates in the same loop."""
+    def run(self, run: list[Eqn], start: int) -> None:
+        """Consecutive pointwise equations (from position ``start``) over one shape as
+        one loop: each value is a scalar local of the loop body, stored to a buffer only
+        when read after the run, at the end of the body (a stored value may take over
+        the buffer of one the run reads last); a final full reduction accumulates in
+        the same loop."""
         last = run[-1]
         reduction = last if last.op.name in _REDUCE else None
         body = run[:-1] if reduction else run
         n = body[0].outputs[0].type.size
-        stored = [e.outputs[0] for e in body if id(e.outputs[0]) in later]
+        s = self.scope
+        stored = [e.outputs[0] for e in body if s.last.get(id(e.outputs[0]), -1) > s.at]
         for v in stored:
-            self.define(v)
+            if not self.reuse(v, start, s.at):
+                self.define(v)
         local: dict[int, str] = {}
         acc = None
         if reduction is not None:
@@ -556,8 +812,8 @@ class FuncGen(MoreOps):
             expr = _pointwise_expr(eqn, lambda a: local.get(id(a)) or self.elem(a, "i"))
             self.line(f"{ctype(v.type.dtype)} {name} = {expr};")
             local[id(v)] = name
-            if id(v) in later:
-                self.line(f"{self.vars[id(v)]}[i] = {name};")
+        for v in stored:
+            self.line(f"{self.vars[id(v)]}[i] = {local[id(v)]};")
         if reduction is not None:
             self._accumulate(reduction, acc, local[id(reduction.inputs[0])])
         self.depth -= 1
@@ -630,7 +886,11 @@ class FuncGen(MoreOps):
             "0" if x.type.shape[k] == 1 else idx[d] for k, d in enumerate(dims)])
 
     def op_reshape(self, eqn: Eqn) -> None:
+        """A view of its operand's buffer, or a copy where it cannot be one."""
         (out,) = eqn.outputs
+        if id(out) in self.scope.views:
+            self.vars[id(out)] = self.vars[id(eqn.inputs[0])]
+            return
         self.define(out)
         self.flat_loop(out, lambda i: self.elem(eqn.inputs[0], i))
 
@@ -909,13 +1169,25 @@ class FuncGen(MoreOps):
         self.gather_loop(eqn.outputs[0], x, lambda idx: [
             f"{s} + {i}" for s, i in zip(at, idx, strict=True)])
 
+    def update_of(self, eqn: Eqn) -> None:
+        """Start ``eqn``'s result as its first operand: that operand's buffer when it
+        dies here and nothing else of ``eqn`` reads it, else a copy."""
+        (out,) = eqn.outputs
+        x, *others = eqn.inputs
+        name = self.vars.get(id(x)) if isinstance(x, Var) else None
+        s = self.scope
+        if name not in [self.vars.get(id(a)) for a in others] and \
+                self.reuse(out, s.at, s.at, [name]):
+            return
+        self.define(out)
+        self.flat_loop(out, lambda i: self.elem(x, i))
+
     def op_dynamic_update_slice(self, eqn: Eqn) -> None:
         (out,) = eqn.outputs
         x, upd, *starts = eqn.inputs
         at = self._starts(x, starts, upd.type.shape)
-        self.define(out)
+        self.update_of(eqn)
         dest = self.vars[id(out)]
-        self.flat_loop(out, lambda i: self.elem(x, i))
         if upd.type.size == 0:
             return
         self.nd_loop(upd.type.shape, lambda idx: self.line(
@@ -954,9 +1226,8 @@ class FuncGen(MoreOps):
         (out,) = eqn.outputs
         x, idx, upd = eqn.inputs
         axis = eqn.params["axis"]
-        self.define(out)
+        self.update_of(eqn)
         dest = self.vars[id(out)]
-        self.flat_loop(out, lambda i: self.elem(x, i))
         n = idx.type.ndim
         if upd.type.size == 0:
             return
@@ -982,16 +1253,17 @@ class FuncGen(MoreOps):
         for p, n in zip(params, names, strict=True):
             self.vars[id(p)] = n
 
-    def sub_block(self, blk: Block, names: Sequence[str], dests: Sequence[str]) -> None:
-        """Emit ``blk`` with its parameters bound to ``names``, its results moved into
-        ``dests``, and its own buffers freed."""
+    def sub_block(self, blk: Block, names: Sequence[str], dests: Sequence[str],
+                  owns: Sequence[bool], adopt: Sequence[tuple[str, Var]] = ()) -> None:
+        """Emit ``blk`` with its parameters bound to ``names`` (owning those marked in
+        ``owns``, and the outer buffers in ``adopt``), its results moved into ``dests``,
+        and its own buffers freed."""
         self.line("{")
         self.depth += 1
-        self.bind(blk.params, names)
-        self.owned.append([])
+        self.open_block(blk, names, owns, adopt)
         self.block_body(blk)
-        self.results_out(blk, dests)
-        self.free_owned()
+        self.results_out(blk.results, dests)
+        self.close_block()
         self.depth -= 1
         self.line("}")
 
@@ -1000,13 +1272,15 @@ class FuncGen(MoreOps):
         return [self.define(v, allocate=False) for v in eqn.outputs]
 
     def op_cond(self, eqn: Eqn) -> None:
+        """Each branch owns the buffers it reads that die at the cond."""
         pred, *xs = eqn.inputs
         outs = self.declare_outputs(eqn)
         args = [self.value_name(x) for x in xs]
+        owns, adopt = self.hand_over(eqn, xs), self.hand_over_reads(eqn)
         self.line(f"if ({self.scalar(pred)})")
-        self.sub_block(eqn.params["then"], args, outs)
+        self.sub_block(eqn.params["then"], args, outs, owns, adopt)
         self.line("else")
-        self.sub_block(eqn.params["orelse"], args, outs)
+        self.sub_block(eqn.params["orelse"], args, outs, owns, adopt)
 
     def value_name(self, a: Atom) -> str:
         """A name to bind a block parameter to (literals get a variable)."""
@@ -1020,28 +1294,44 @@ class FuncGen(MoreOps):
         return name
 
     def carry_init(self, eqn: Eqn, xs: Sequence[Atom]) -> list[str]:
-        """The loop's carried variables, initialised with copies of ``xs``; they become
-        the loop's results."""
-        names = self.declare_outputs(eqn)
-        for name, x in zip(names, xs, strict=True):
+        """The loop's carried variables, which become its results: a carry the body
+        passes through is a view of its operand, an operand dying here moves in, others
+        are copied."""
+        views = self.scope.views
+        moves = self.hand_over(eqn, [None if id(o) in views else x
+                                     for o, x in zip(eqn.outputs, xs, strict=True)])
+        names = []
+        for x, out, move in zip(xs, eqn.outputs, moves, strict=True):
             t = x.type
-            if isinstance(t, StackType):
-                self.line(f"{name} = {self.vars[id(x)]};")
-            elif t.shape == ():
-                self.line(f"{name} = {self.scalar(x)};")
+            if id(out) in views or move:
+                name = self.vars[id(out)] = self.vars[id(x)]
+                if move:
+                    self.own(name, out)
             else:
-                ct = ctype(t.dtype)
-                self.line(f"{name} = ({ct} *)pb_copy(ctx, {self.buf(x)}, {t.size} * sizeof({ct}));")
-                self.line(f"if (!{name}) goto oom;")
+                name = self.define(out, allocate=False)
+                if isinstance(t, StackType):
+                    self.line(f"{name} = {self.vars[id(x)]};")
+                elif t.shape == ():
+                    self.line(f"{name} = {self.scalar(x)};")
+                else:
+                    ct = ctype(t.dtype)
+                    self.line(f"{name} = ({ct} *)pb_copy(ctx, {self.buf(x)}, "
+                              f"{t.size} * sizeof({ct}));")
+                    self.line(f"if (!{name}) goto oom;")
+            names.append(name)
         return names
 
     def loop_body(self, body: Block, carry: Sequence[str], prefix: Sequence[str] = ()) -> None:
-        """One iteration: the body on the carried variables; then its results replace
-        them (buffers it made move in, others are copied; the old ones are freed)."""
+        """One iteration: the body on the carried variables, owning the arrays it does
+        not pass through (it updates them in place or frees them); then its results
+        replace them (buffers it owns move in, others are copied)."""
         self.line("{")
         self.depth += 1
-        self.bind(body.params, [*prefix, *carry])
-        self.owned.append([])
+        params = body.params[len(prefix):]
+        passthrough = [r is p for r, p in zip(body.results, params, strict=True)]
+        owns = [isinstance(p.type, TensorType) and p.type.shape != () and not s
+                for p, s in zip(params, passthrough, strict=True)]
+        self.open_block(body, [*prefix, *carry], [False] * len(prefix) + owns)
         self.block_body(body)
         news = [self.fresh("n") for _ in carry]
         for n, r in zip(news, body.results, strict=True):
@@ -1049,18 +1339,13 @@ class FuncGen(MoreOps):
             decl = "pb_tape *" if isinstance(t, StackType) else (
                 f"{ctype(t.dtype)} " if t.shape == () else f"{ctype(t.dtype)} *")
             self.line(f"{decl}{n};")
-        passthrough = [isinstance(r, Var) and r is p for r, p in
-                       zip(body.results, body.params[len(prefix):], strict=True)]
-        self.results_out(Block(results=[r for r, s in zip(body.results, passthrough,
-                                                           strict=True) if not s]),
-                         [n for n, s in zip(news, passthrough, strict=True) if not s])
-        for c, n, r, s in zip(carry, news, body.results, passthrough, strict=True):
-            if s:
-                continue
-            if isinstance(r.type, TensorType) and r.type.shape != ():
-                self.line(f"pb_free({c});")
-            self.line(f"{c} = {n};")
-        self.free_owned()
+        changed = [not s for s in passthrough]
+        self.results_out([r for r, c in zip(body.results, changed, strict=True) if c],
+                         [n for n, c in zip(news, changed, strict=True) if c])
+        self.close_block()
+        for c, n, ch in zip(carry, news, changed, strict=True):
+            if ch:
+                self.line(f"{c} = {n};")
         self.depth -= 1
         self.line("}")
 
@@ -1071,7 +1356,7 @@ class FuncGen(MoreOps):
         self.depth += 1
         go = self.fresh("go")
         self.line(f"uint8_t {go};")
-        self.sub_block(cond, carry, [go])
+        self.sub_block(cond, carry, [go], [False] * len(carry))
         self.line(f"if (!{go}) break;")
         self.loop_body(eqn.params["body"], carry)
         self.depth -= 1
@@ -1110,7 +1395,9 @@ class FuncGen(MoreOps):
 
     def _inline_region(self, eqn: Eqn, region: str) -> None:
         outs = self.declare_outputs(eqn)
-        self.sub_block(eqn.params[region], [self.value_name(x) for x in eqn.inputs], outs)
+        args = [self.value_name(x) for x in eqn.inputs]
+        self.sub_block(eqn.params[region], args, outs, self.hand_over(eqn, eqn.inputs),
+                       self.hand_over_reads(eqn))
 
     def op_checkpoint(self, eqn: Eqn) -> None:
         self._inline_region(eqn, "body")

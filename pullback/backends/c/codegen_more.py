@@ -25,11 +25,11 @@ class MoreOps:
     (``codegen`` is imported as a module: it imports this one while it loads)."""
 
     def scratch(self, ct: str, count: int) -> str:
-        """A temporary buffer of ``count`` elements, freed with the enclosing block."""
+        """A temporary buffer of ``count`` elements, freed after the equation."""
         name = self.fresh("w")
         self.line(f"{ct} *{name} = ({ct} *)pb_alloc(ctx, {max(count, 1)} * sizeof({ct}));")
         self.line(f"if (!{name}) goto oom;")
-        self.owned[-1].append(name)
+        self.own(name)
         return name
 
     def per_matrix(self, x: Atom, call: Callable[[str], str]) -> None:

@@ -3,7 +3,11 @@
  * - pb_ctx: the state of one call: the error (a Python exception name and message, or
  *   the id of the failed `check` and its operands) and every live allocation, so that an
  *   error anywhere frees everything.
- * - pb_alloc/pb_free: 64-byte aligned buffers linked into the context.
+ * - pb_alloc/pb_free: 64-byte aligned buffers linked into the context.  A freed buffer
+ *   goes to a pool, binned by exact size, that the next allocation of that size takes
+ *   back: a loop's iterations after the first call no malloc.  The pool outlives the call
+ *   (one per compiled module, taken by one call at a time), so repeated calls neither
+ *   malloc nor page-fault their buffers; it keeps at most PB_POOL_KEEP bytes.
  * - pb_tape: the run-time stack of reverse-mode AD: bytes pushed and popped, growing
  *   geometrically.
  * - NumPy's semantics where C differs: floor division and remainder, float-to-int
@@ -34,20 +38,37 @@ PB_SIMD_MATH(cbrt)
 #endif
 
 typedef struct pb_block {
-    struct pb_block *prev, *next;
-    char pad[48];
+    struct pb_block *prev, *next; /* in the context's live list, or next in a pool bin */
+    size_t bytes;                 /* the size asked for: the pool bin it returns to */
+    char pad[40];
 } pb_block;
 
 typedef struct pb_tape {
-    pb_block *mem; /* the allocation holding the bytes (linked in the context) */
-    char *data;
+    char *data; /* a buffer of the context */
     size_t size, cap;
 } pb_tape;
+
+/* Free buffers by exact size: bins sorted by size, each a stack of blocks. */
+typedef struct pb_bin {
+    size_t bytes;
+    pb_block *head;
+} pb_bin;
+
+typedef struct pb_pool {
+    pb_bin *bins;
+    size_t n, cap;
+    size_t held; /* bytes of the buffers in the bins */
+} pb_pool;
+
+#ifndef PB_POOL_KEEP
+#define PB_POOL_KEEP ((size_t)256 << 20)
+#endif
 
 #define PB_MAX_CHECK_VALUES 8
 
 typedef struct pb_ctx {
     pb_block live;            /* sentinel of the list of live allocations */
+    pb_pool *pool;            /* freed buffers for reuse (NULL: plain malloc and free) */
     const char *exc;          /* Python exception name, or NULL */
     char msg[256];
     int check_id;             /* the failed check (-1: the message says it all) */
@@ -58,8 +79,95 @@ typedef struct pb_ctx {
     int (*print)(int k, int n, const void **data, const size_t *bytes);
 } pb_ctx;
 
+/* Under AddressSanitizer a pooled buffer is poisoned, and so is the arena slot of a
+ * buffer outside its life (PB_LIVE .. PB_DEAD), so a read after its last use is still
+ * reported. */
+#if defined(__SANITIZE_ADDRESS__)
+#define PB_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define PB_ASAN 1
+#endif
+#endif
+#ifdef PB_ASAN
+void __asan_poison_memory_region(void const volatile *addr, size_t size);
+void __asan_unpoison_memory_region(void const volatile *addr, size_t size);
+#define PB_POISON(b) __asan_poison_memory_region((b) + 1, (b)->bytes)
+#define PB_UNPOISON(b) __asan_unpoison_memory_region((b) + 1, (b)->bytes)
+#define PB_LIVE(p, n) __asan_unpoison_memory_region((p), (n))
+#define PB_DEAD(p, n) __asan_poison_memory_region((p), (n))
+#else
+#define PB_POISON(b) ((void)0)
+#define PB_UNPOISON(b) ((void)0)
+#define PB_LIVE(p, n) ((void)0)
+#define PB_DEAD(p, n) ((void)0)
+#endif
+
+/* The pool the module's last call left, taken by one call at a time. */
+static pb_pool *pb_pool_cache = NULL;
+
+/* The bin of `bytes` or where it would go. */
+static size_t pb_bin_at(const pb_pool *pool, size_t bytes) {
+    size_t lo = 0, hi = pool->n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (pool->bins[mid].bytes < bytes) lo = mid + 1; else hi = mid;
+    }
+    return lo;
+}
+
+/* Keep `b` for reuse; 0 when the pool is full or out of memory (the caller frees it). */
+static int pb_pool_put(pb_pool *pool, pb_block *b) {
+    if (!pool || pool->held + b->bytes > PB_POOL_KEEP) return 0;
+    size_t k = pb_bin_at(pool, b->bytes);
+    if (k == pool->n || pool->bins[k].bytes != b->bytes) {
+        if (pool->n == pool->cap) {
+            size_t cap = pool->cap ? 2 * pool->cap : 16;
+            pb_bin *bins = (pb_bin *)realloc(pool->bins, cap * sizeof *bins);
+            if (!bins) return 0;
+            pool->bins = bins;
+            pool->cap = cap;
+        }
+        memmove(pool->bins + k + 1, pool->bins + k, (pool->n - k) * sizeof *pool->bins);
+        pool->bins[k].bytes = b->bytes;
+        pool->bins[k].head = NULL;
+        pool->n++;
+    }
+    b->next = pool->bins[k].head;
+    pool->bins[k].head = b;
+    pool->held += b->bytes;
+    PB_POISON(b);
+    return 1;
+}
+
+static pb_block *pb_pool_take(pb_pool *pool, size_t bytes) {
+    if (!pool) return NULL;
+    size_t k = pb_bin_at(pool, bytes);
+    if (k == pool->n || pool->bins[k].bytes != bytes || !pool->bins[k].head) return NULL;
+    pb_block *b = pool->bins[k].head;
+    PB_UNPOISON(b);
+    pool->bins[k].head = b->next;
+    pool->held -= bytes;
+    return b;
+}
+
+static void pb_pool_destroy(pb_pool *pool) {
+    for (size_t k = 0; k < pool->n; k++) {
+        for (pb_block *b = pool->bins[k].head, *next; b; b = next) {
+            PB_UNPOISON(b);
+            next = b->next;
+            free(b);
+        }
+    }
+    free(pool->bins);
+    free(pool);
+}
+
+/* A call's context, with the module's pool if no other call holds it (else a new one). */
 static void pb_ctx_init(pb_ctx *ctx) {
     ctx->live.prev = ctx->live.next = &ctx->live;
+    ctx->pool = __atomic_exchange_n(&pb_pool_cache, NULL, __ATOMIC_ACQ_REL);
+    if (!ctx->pool) ctx->pool = (pb_pool *)calloc(1, sizeof(pb_pool));
     ctx->exc = NULL;
     ctx->msg[0] = 0;
     ctx->check_id = -1;
@@ -74,9 +182,12 @@ static int pb_fail(pb_ctx *ctx, const char *exc, const char *msg) {
 }
 
 static void *pb_alloc(pb_ctx *ctx, size_t bytes) {
-    pb_block *b = NULL;
-    if (posix_memalign((void **)&b, 64, sizeof(pb_block) + (bytes ? bytes : 1)) != 0)
-        return NULL;
+    pb_block *b = pb_pool_take(ctx->pool, bytes);
+    if (!b) {
+        if (posix_memalign((void **)&b, 64, sizeof(pb_block) + (bytes ? bytes : 1)) != 0)
+            return NULL;
+        b->bytes = bytes;
+    }
     b->next = ctx->live.next;
     b->prev = &ctx->live;
     ctx->live.next->prev = b;
@@ -84,16 +195,24 @@ static void *pb_alloc(pb_ctx *ctx, size_t bytes) {
     return (void *)(b + 1);
 }
 
-static void pb_free(void *p) {
+/* Back to the pool (or to the system when the pool is full). */
+static void pb_free(pb_ctx *ctx, void *p) {
     if (!p) return;
     pb_block *b = (pb_block *)p - 1;
     b->prev->next = b->next;
     b->next->prev = b->prev;
-    free(b);
+    if (!pb_pool_put(ctx->pool, b)) free(b);
 }
 
+/* The end of a call: every live buffer goes to the pool, which the module keeps for its
+ * next call (unless another call returned its pool first). */
 static void pb_free_all(pb_ctx *ctx) {
-    while (ctx->live.next != &ctx->live) pb_free((void *)(ctx->live.next + 1));
+    while (ctx->live.next != &ctx->live) pb_free(ctx, (void *)(ctx->live.next + 1));
+    pb_pool *none = NULL;
+    if (ctx->pool && !__atomic_compare_exchange_n(&pb_pool_cache, &none, ctx->pool, 0,
+                                                  __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+        pb_pool_destroy(ctx->pool);
+    ctx->pool = NULL;
 }
 
 static void *pb_copy(pb_ctx *ctx, const void *src, size_t bytes) {
@@ -107,7 +226,6 @@ static void *pb_copy(pb_ctx *ctx, const void *src, size_t bytes) {
 static pb_tape *pb_tape_new(pb_ctx *ctx) {
     pb_tape *t = (pb_tape *)pb_alloc(ctx, sizeof(pb_tape));
     if (!t) return NULL;
-    t->mem = NULL;
     t->data = NULL;
     t->size = t->cap = 0;
     return t;
@@ -120,7 +238,7 @@ static int pb_tape_push(pb_ctx *ctx, pb_tape *t, const void *src, size_t bytes) 
         char *data = (char *)pb_alloc(ctx, cap);
         if (!data) return pb_fail(ctx, "MemoryError", "out of memory growing the AD tape");
         if (t->size) memcpy(data, t->data, t->size);
-        pb_free(t->data);
+        pb_free(ctx, t->data);
         t->data = data;
         t->cap = cap;
     }
