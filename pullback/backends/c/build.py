@@ -179,7 +179,8 @@ def _probed(argv: tuple[str, ...], version: str, cflags: tuple[str, ...]
     small programs (a fifth of a second), so their answers are cached on disk too."""
 
     def probe(out: Path) -> None:
-        accepted = [flag for flag in cflags if flag not in _rejected_flags(argv)]
+        rejected = _rejected_flags(argv)
+        accepted = [flag for flag in cflags if flag not in rejected]
         out.write_text(json.dumps([accepted, _has_vector_math(argv, tuple(accepted))]))
 
     path = cache.entry(cache.key("probes", argv, version, cflags), "probes.json", probe)
