@@ -341,6 +341,20 @@ def _plus_one(v: Any) -> Any:
     return v + 1.0
 
 
+def measure_pullback(fn: Callable, args: tuple, argnums: tuple[int, ...],
+                     err_fwd: Callable[[Any], float], err_vg: Callable[[Any], float]) -> None:
+    """Time ``fn`` and its ``value_and_grad`` compiled by pullback, after its start-up."""
+    import pullback as pb
+
+    warm("pullback")
+    fwd = pb.jit(fn, backend="c")
+    vg = pb.jit(pb.value_and_grad(fn, argnums=argnums), backend="c")
+    measure("pullback jit(backend=c)", "fwd", lambda: fwd(*args), check=err_fwd,
+            kind="pullback")
+    measure("pullback jit(backend=c)", "val+grad", lambda: vg(*args), check=err_vg,
+            kind="pullback")
+
+
 def _warm_pullback() -> None:
     import numpy as np
 

@@ -19,8 +19,6 @@ import _harness as H
 
 args = H.setup("scalar_loop", default_threads="1")  # scalar code: one thread is the case
 
-import pullback as pb  # noqa: E402
-
 N_ITER = 10_000 if args.quick else 100_000
 DT = 1e-3
 A, B = 4.0, 0.5
@@ -70,13 +68,7 @@ def err_vg(out):
 
 
 # ------------------------------------------------------------------ pullback
-H.warm("pullback")
-pb_fwd = pb.jit(oscillator, backend="c")
-pb_vg = pb.jit(pb.value_and_grad(oscillator, argnums=(0, 1)), backend="c")
-H.measure("pullback jit(backend=c)", "fwd", lambda: pb_fwd(A, B), check=err_fwd,
-          kind="pullback")
-H.measure("pullback jit(backend=c)", "val+grad", lambda: pb_vg(A, B), check=err_vg,
-          kind="pullback")
+H.measure_pullback(oscillator, (A, B), (0, 1), err_fwd, err_vg)
 
 # ------------------------------------------------------------------ Python
 if H.want("python"):

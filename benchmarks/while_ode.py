@@ -97,13 +97,7 @@ def err_vg(out, ref=REF):
 
 
 # ------------------------------------------------------------------ pullback
-H.warm("pullback")
-pb_fwd = pb.jit(solve, backend="c")
-pb_vg = pb.jit(pb.value_and_grad(solve, argnums=(0, 1)), backend="c")
-H.measure("pullback jit(backend=c)", "fwd", lambda: pb_fwd(K32, Y0), check=err_fwd,
-          kind="pullback")
-H.measure("pullback jit(backend=c)", "val+grad", lambda: pb_vg(K32, Y0), check=err_vg,
-          kind="pullback")
+H.measure_pullback(solve, (K32, Y0), (0, 1), err_fwd, err_vg)
 
 # ------------------------------------------------------------------ numpy
 if H.want("numpy"):
