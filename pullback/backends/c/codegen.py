@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
@@ -140,9 +141,14 @@ _REDUCE = {"reduce_sum": ("sum", "+"), "reduce_prod": ("prod", "*"),
            "reduce_max": ("max", None), "reduce_min": ("min", None)}
 
 
-#: Products smaller than this (m*n*k) run as loops: a BLAS call costs more.
-GEMM_MIN_WORK = 4096
+#: The most work (m*n*k per matrix) a product runs as the runtime's inline kernel
+#: (``pb_gemm_*``) rather than a BLAS call whose packing and dispatch cost more, by the
+#: layout of B, measured against OpenBLAS on 1 and 2 threads: a row-major B at least two
+#: vectors wide runs as register tiles straight from B; others are first copied in panels.
+GEMM_INLINE_MAX_WORK = {True: 1 << 20, False: 1 << 15}
 BLAS_PREFIX = "scipy_"
+#: dtypes the inline kernel computes; floats beyond its sizes go to BLAS.
+_GEMM_DTYPES = {"float32", "float64", "int32", "int64"}
 
 
 def _block_of(dims: Sequence[int], start: int) -> bool:
@@ -176,7 +182,7 @@ def _as_gemm(a: TensorType, b: TensorType, lc, rc, lb, rb, lf, rf):
     m = math.prod(a.shape[d] for d in lf)
     n = math.prod(b.shape[d] for d in rf)
     k = math.prod(a.shape[d] for d in lc)
-    if m * n * k < GEMM_MIN_WORK or max(m, n, k) >= 2 ** 31:
+    if max(m, n, k) >= 2 ** 31:
         return None
     return batch, m, n, k, trans_a, trans_b
 
@@ -227,63 +233,149 @@ def _pointwise_expr(eqn: Eqn, operand: Callable[[Atom], str]) -> str:
     return _binary(name, operand(ins[0]), operand(ins[1]), dt)
 
 
+def _loop_shape(eqn: Eqn) -> tuple[int, ...] | None:
+    """The shape of the loop ``eqn`` can join: a pointwise result's, a full reduction's
+    operand's (None for other equations and 0-d values)."""
+    if _is_pointwise(eqn):
+        shape = eqn.outputs[0].type.shape
+    elif eqn.op.name in _REDUCE and len(eqn.params["axes"]) == eqn.inputs[0].type.ndim:
+        shape = eqn.inputs[0].type.shape
+    else:
+        return None
+    return shape or None
+
+
+#: How many later equations over its shape a run tries to take in.
+RUN_REACH = 256
+
+
 def _runs(blk: Block) -> dict[int, list[Eqn]]:
-    """Runs of two or more consecutive pointwise equations with one result shape, each
-    possibly closed by a float reduction over all axes of one of its values (keyed by
-    the index of their first equation)."""
-    runs: dict[int, list[Eqn]] = {}
-    k = 0
+    """Runs of two or more pointwise equations and full reductions over one shape,
+    computed as one loop at the place of the first (keyed by its index).  Each reads
+    only values that exist there (made before it, or by a run that starts before it) or
+    pointwise values of its own run; reduced values exist after the loop.  Equations
+    between the members stay in place, after the loop."""
     eqns = blk.eqns
-    while k < len(eqns):
-        shape = eqns[k].outputs[0].type.shape if _is_pointwise(eqns[k]) else ()
-        j = k
-        while j < len(eqns) and _is_pointwise(eqns[j]) and \
-                eqns[j].outputs[0].type.shape == shape:
-            j += 1
-        if shape != () and j < len(eqns) and eqns[j].op.name in _REDUCE:
-            x = eqns[j].inputs[0]
-            if any(e.outputs[0] is x for e in eqns[k:j]) and x.type.dtype.is_float and \
-                    len(eqns[j].params["axes"]) == x.type.ndim:
-                j += 1
-        if shape != () and j - k >= 2:
-            runs[k] = eqns[k:j]
-            k = j
-        else:
-            k += 1
+    where = {id(o): k for k, e in enumerate(eqns) for o in e.outputs}
+    same: dict[tuple[int, ...], list[int]] = {}
+    for k, e in enumerate(eqns):
+        shape = _loop_shape(e)
+        if shape is not None:
+            same.setdefault(shape, []).append(k)
+    runs: dict[int, list[Eqn]] = {}
+    start: dict[int, int] = {}  # an equation of a run: where its run starts
+    for ks in same.values():
+        for n, k in enumerate(ks):
+            if k in start:
+                continue
+            members = [k]
+            made = {id(eqns[k].outputs[0])} if _is_pointwise(eqns[k]) else set()
+            for j in ks[n + 1:n + 1 + RUN_REACH]:
+                e = eqns[j]
+                if j not in start and all(
+                        id(a) in made or where.get(id(a), -1) < k or
+                        start.get(where[id(a)], k) < k for a in e.inputs):
+                    members.append(j)
+                    if _is_pointwise(e):
+                        made.add(id(e.outputs[0]))
+            if len(members) >= 2:
+                runs[k] = [eqns[j] for j in members]
+                start.update((j, k) for j in members)
     return runs
 
 
+#: Per-element costs that decide whether a value is computed in each loop that reads it
+#: rather than stored once, in units of one vector arithmetic operation: a division or
+#: square root, a call of a (vectorised) math function, a byte moved between memory and
+#: the cores.  Storing an element moves its bytes twice (the line is read, then written).
+#: Measured on 10M float32 gradients, one thread: recomputing ``exp(x)`` in the backward
+#: loop costs about what storing and loading it does, recomputing a sigmoid and the
+#: terms of its derivative instead of storing three arrays saves a quarter of the time.
+COST_DIV, COST_CALL, COST_BYTE = 2, 4, 2
+#: Values whose expression costs more than this are never computed twice.
+RECOMPUTE_MAX = 64
+_ARITH = {"neg", "abs", "sign", "floor", "ceil", "round", "trunc", "not", "add", "sub",
+          "mul", "max", "min", "and", "or", "xor", "eq", "ne", "lt", "le", "gt", "ge",
+          "select", "convert", "stop_gradient", "broadcast_in_dim"}
+
+
+def _op_cost(eqn: Eqn) -> int:
+    name = eqn.op.name
+    return 1 if name in _ARITH else COST_DIV if name in ("div", "sqrt") else COST_CALL
+
+
+def _expressions(blk: Block) -> dict[int, tuple[int, int]]:
+    """Pointwise array values of ``blk`` as expressions of the arrays they read from
+    memory, composing pointwise producers up to a cost of ``RECOMPUTE_MAX``: the cost of
+    each element, and the bytes read for it."""
+    parts: dict[int, tuple[dict[int, int], dict[int, int]]] = {}  # equations, leaves
+    for e in blk.eqns:
+        v = e.outputs[0] if e.outputs else None
+        if v is None or not _is_pointwise(e) or v.type.shape == ():
+            continue
+        ops, leaves = {id(e): _op_cost(e)}, {}
+        for a in e.inputs:
+            if id(a) in parts:
+                ops.update(parts[id(a)][0])
+                leaves.update(parts[id(a)][1])
+            elif a.type.shape != ():
+                leaves[id(a)] = a.type.dtype.np.itemsize
+        if sum(ops.values()) <= RECOMPUTE_MAX:
+            parts[id(v)] = ops, leaves
+    return {v: (sum(ops.values()), sum(leaves.values())) for v, (ops, leaves) in parts.items()}
+
+
+def _reads_elementwise(c: Eqn) -> bool:
+    """Whether ``c``'s own loop reads each element of its operands by linear index, once
+    (an operand of ``_REPEATS`` ops would be computed twice)."""
+    return c.op.name in _READS_ONCE or (c.op.name in _UNARY | _BINARY and (
+        c.inputs[0].type.dtype.is_float or c.op.name not in _REPEATS))
+
+
 def _fusible(blk: Block, runs: dict[int, list[Eqn]]) -> set[int]:
-    """Values of ``blk`` computed inside the loop of their only consumer instead of into
-    a buffer: array results of pointwise ops that one later equation of the block reads
-    element by element (vertical fusion of elementwise chains into one loop, reductions
-    and layout changes absorbing their producers)."""
-    uses: dict[int, int] = {}
-    reader: dict[int, Eqn] = {}
-    for eqn in blk.eqns:
-        for a in eqn.inputs:
-            uses[id(a)] = uses.get(id(a), 0) + 1
-            reader[id(a)] = eqn
-        for inner in eqn.blocks():
-            for v in free_vars(inner):
-                uses[id(v)] = 2
-    for r in blk.results:
-        uses[id(r)] = 2
-    in_runs = {id(e) for run in runs.values() for e in run}
-    out = set()
-    for eqn in blk.eqns:
-        if id(eqn) in in_runs:
+    """Values of ``blk`` computed in each loop that reads them instead of into a buffer:
+    array results of pointwise equations that later equations of the block read element
+    by element (vertical fusion: elementwise chains into one loop, reductions and layout
+    changes absorbing their producers).  A value read by several loops, or one a run
+    computes and later loops read, is computed again in each of them when that costs no
+    more than storing and loading it."""
+    run_of = {id(e): k for k, run in runs.items() for e in run}
+    readers: dict[int, list[Eqn]] = {}
+    for e in blk.eqns:
+        for a in e.inputs:
+            readers.setdefault(id(a), []).append(e)
+    kept = {id(r) for r in blk.results}
+    kept |= {id(v) for e in blk.eqns for inner in e.blocks() for v in free_vars(inner)}
+    exprs = _expressions(blk)
+    at: dict[int, tuple[set[int], int]] = {}  # a fused value: the runs computing it, and
+    for e in reversed(blk.eqns):              # how many times other loops do
+        v = e.outputs[0] if e.outputs else None
+        if v is None or id(v) not in exprs or id(v) in kept:
             continue
-        if not _is_pointwise(eqn) or eqn.outputs[0].type.shape == ():
-            continue
-        v = eqn.outputs[0]
-        c = reader.get(id(v))
-        if uses.get(id(v)) != 1 or c is None:
-            continue
-        if c.op.name in _READS_ONCE or (c.op.name in _UNARY | _BINARY and (
-                c.inputs[0].type.dtype.is_float or c.op.name not in _REPEATS)):
-            out.add(id(v))
-    return out
+        own = run_of.get(id(e))
+        loops, times = set(), 0
+        for c in readers.get(id(v), []):
+            r = run_of.get(id(c))
+            if r is None and not _reads_elementwise(c):
+                break
+            w = c.outputs[0]
+            if r is not None:
+                loops.add(r)
+            if id(w) in at:
+                loops |= at[id(w)][0]
+                times += at[id(w)][1]
+            elif r is None:  # its own loop, reading each element of v this many times
+                times += max(1, w.type.size // max(v.type.size, 1))
+        else:
+            loops.discard(own)
+            evals = len(loops) + times
+            cost, nbytes = exprs[id(v)]
+            size = COST_BYTE * v.type.dtype.np.itemsize
+            each = cost + COST_BYTE * nbytes
+            spare = 0 if own is not None else 1  # one evaluation storing it needs too
+            if evals and (evals - spare) * each <= 2 * size + evals * size:
+                at[id(v)] = loops, times
+    return set(at)
 
 
 def _views(eqn: Eqn, fusible: set[int], dest: dict[int, int]) -> list[tuple[Var, Var]]:
@@ -350,8 +442,9 @@ class _Owned:
 
 @dataclass
 class _Scope:
-    """An open block's memory plan.  Positions are equation indices (a fused equation is
-    read at its consumer's; parameters at -1, results at ``len(eqns)``)."""
+    """An open block's memory plan.  Positions are equation indices (a run's equations
+    are read at its first, a fused equation at its last consumer's; parameters at -1,
+    results at ``len(eqns)``)."""
 
     runs: dict[int, list[Eqn]]
     pos: list[int]  # per equation: where its operands are read
@@ -366,15 +459,19 @@ def _plan(blk: Block, runs: dict[int, list[Eqn]], fusible: set[int],
           dest: dict[int, int]) -> _Scope:
     """Where each buffer of ``blk`` is read last (views extend their owner's life)."""
     eqns = blk.eqns
-    reader: dict[int, int] = {}
+    readers: dict[int, list[int]] = {}
     for k, e in enumerate(eqns):
         for a in e.inputs:
-            reader[id(a)] = k
+            readers.setdefault(id(a), []).append(k)
     pos = list(range(len(eqns)))
+    index = {id(e): k for k, e in enumerate(eqns)}
+    for start, run in runs.items():
+        for e in run:
+            pos[index[id(e)]] = start
     for k in reversed(range(len(eqns))):
         outs = eqns[k].outputs
         if len(outs) == 1 and id(outs[0]) in fusible:
-            pos[k] = pos[reader[id(outs[0])]]
+            pos[k] = max(pos[k], *(pos[r] for r in readers[id(outs[0])]))
     root: dict[int, Var] = {}
     views: set[int] = set()
     for e in eqns:
@@ -447,6 +544,7 @@ class FuncGen(MoreOps):
         self.entry = func is mod.entry
         self.dest: dict[int, int] = {}  # entry results computed in the caller's buffers
         self.fusible: set[int] = set()
+        self.loop: dict[int, str] | None = None  # in a run's loop body: values as locals
 
     # -- names and values -------------------------------------------------------
 
@@ -480,13 +578,20 @@ class FuncGen(MoreOps):
 
     def elem(self, a: Atom, index: str) -> str:
         """Element ``index`` (a linear index) of a tensor atom; 0-d atoms broadcast; a
-        fused value is its expression."""
+        fused value is its expression (in a run's loop, a local computed once)."""
         if a.type.shape == ():
             return self.scalar(a)
+        if self.loop is not None and id(a) in self.loop:
+            return self.loop[id(a)]
         fused = self.fused.get(id(a))
-        if fused is not None:
+        if fused is None:
+            return f"{self.buf(a)}[{index}]"
+        if self.loop is None:
             return f"({fused(index)})"
-        return f"{self.buf(a)}[{index}]"
+        name = self.fresh("t")
+        self.line(f"{ctype(a.type.dtype)} {name} = {fused(index)};")
+        self.loop[id(a)] = name
+        return name
 
     def define(self, v: Var, allocate: bool = True) -> str:
         """Declare ``v``, owned by the open block: a scalar, a buffer (a new one, or
@@ -730,17 +835,12 @@ class FuncGen(MoreOps):
     def block_body(self, blk: Block) -> None:
         """The open block's equations, each buffer freed after its last read."""
         s = self.scope
-        k = 0
-        while k < len(blk.eqns):
+        later = {id(e) for run in s.runs.values() for e in run[1:]}
+        for k, eqn in enumerate(blk.eqns):
+            s.at = k if k in s.runs else s.pos[k]
             if k in s.runs:
-                run = s.runs[k]
-                s.at = k + len(run) - 1
-                self.run(run, k)
-                k += len(run)
-            else:
-                eqn = blk.eqns[k]
-                s.at = s.pos[k]
-                k += 1
+                self.run(s.runs[k])
+            elif id(eqn) not in later:
                 handler = getattr(self, "op_" + eqn.op.name, None)
                 if handler is None:
                     handler = self.elementwise if eqn.op.name in _UNARY | _BINARY else None
@@ -749,7 +849,7 @@ class FuncGen(MoreOps):
                 if handler is None:
                     raise Unsupported(f"the C backend has no code for {eqn.op.name} yet")
                 handler(eqn)
-            self.release(k - 1)
+            self.release(k)
 
     # -- elementwise ----------------------------------------------------------------
 
@@ -779,48 +879,58 @@ class FuncGen(MoreOps):
 
     op_select = op_convert = op_stop_gradient = elementwise
 
-    def run(self, run: list[Eqn], start: int) -> None:
-        """Consecutive pointwise equations (from position ``start``) over one shape as
-        one loop: each value is a scalar local of the loop body, stored to a buffer only
-        when read after the run, at the end of the body (a stored value may take over
-        the buffer of one the run reads last); a final full reduction accumulates in
-        the same loop."""
-        last = run[-1]
-        reduction = last if last.op.name in _REDUCE else None
-        body = run[:-1] if reduction else run
-        n = body[0].outputs[0].type.size
+    def run(self, run: list[Eqn]) -> None:
+        """A run as one loop, at the place of its first equation: each pointwise value is
+        a local of the loop body, stored (at the end of the body) only when read after
+        the run and not computed again there; a stored value may take over the buffer
+        of one the run reads last.  Each reduction accumulates in the same loop.  Values
+        only later loops need are computed there, not here."""
         s = self.scope
-        stored = [e.outputs[0] for e in body if s.last.get(id(e.outputs[0]), -1) > s.at]
+        first = run[0]
+        n = (first.outputs[0] if _is_pointwise(first) else first.inputs[0]).type.size
+        stored = [e.outputs[0] for e in run if e.op.name not in _REDUCE and
+                  id(e.outputs[0]) not in self.fusible and
+                  s.last.get(id(e.outputs[0]), -1) > s.at]
+        needed, body = {id(v) for v in stored}, []
+        for e in reversed(run):
+            if e.op.name in _REDUCE or id(e.outputs[0]) in needed:
+                needed.update(id(a) for a in e.inputs)
+                body.insert(0, e)
         for v in stored:
-            if not self.reuse(v, start, s.at):
+            if not self.reuse(v, s.at, s.at):
                 self.define(v)
-        local: dict[int, str] = {}
-        acc = None
-        if reduction is not None:
-            self.define(reduction.outputs[0])
-            acc, init, sym = self._accumulator(reduction)
-            self.line(f"double {acc} = {init};")
-            if sym is not None:  # max/min carry NaN rules no OpenMP reduction keeps
-                self.line(_vector_pragma(n, f"reduction({sym}:{acc})"))
-        else:
-            self.line(_vector_pragma(n))
-        self.line(f"for (int64_t i = 0; i < {n}; i++) {{")
-        self.depth += 1
-        for eqn in body:
-            v = eqn.outputs[0]
-            name = self.fresh("t")
-            expr = _pointwise_expr(eqn, lambda a: local.get(id(a)) or self.elem(a, "i"))
-            self.line(f"{ctype(v.type.dtype)} {name} = {expr};")
-            local[id(v)] = name
-        for v in stored:
-            self.line(f"{self.vars[id(v)]}[i] = {local[id(v)]};")
-        if reduction is not None:
-            self._accumulate(reduction, acc, local[id(reduction.inputs[0])])
-        self.depth -= 1
-        self.line("}")
-        if reduction is not None:
-            out = reduction.outputs[0]
-            self.line(f"{self.vars[id(out)]} = ({ctype(out.type.dtype)}){acc};")
+        accs, clauses = {}, []
+        for e in body:
+            if e.op.name in _REDUCE:
+                self.define(e.outputs[0])
+                accs[id(e)], clause = self._accumulator(e)
+                clauses.append(clause)
+        if body:
+            self.line(_vector_pragma(n, " ".join(clauses)))
+            self.line(f"for (int64_t i = 0; i < {n}; i++) {{")
+            self.depth += 1
+            self.loop = {}
+            for e in body:
+                v = e.outputs[0]
+                if id(e) in accs:
+                    self._accumulate(e, accs[id(e)], self.elem(e.inputs[0], "i"))
+                else:
+                    expr = _pointwise_expr(e, lambda a: self.elem(a, "i"))
+                    self.loop[id(v)] = name = self.fresh("t")
+                    self.line(f"{ctype(v.type.dtype)} {name} = {expr};")
+            for v in stored:
+                self.line(f"{self.vars[id(v)]}[i] = {self.loop[id(v)]};")
+            self.loop = None
+            self.depth -= 1
+            self.line("}")
+        for e in run:
+            out = e.outputs[0]
+            if id(e) in accs:
+                self.line(f"{self.vars[id(out)]} = ({ctype(out.type.dtype)})"
+                          f"{self._reduced(e, accs[id(e)])};")
+            elif id(out) in self.fusible:  # computed again where read
+                self.pointwise(out, lambda i, e=e: _pointwise_expr(
+                    e, lambda a: self.elem(a, i)))
 
     def op_random_bits(self, eqn: Eqn) -> None:
         (out,) = eqn.outputs
@@ -967,44 +1077,61 @@ class FuncGen(MoreOps):
 
     # -- reductions -------------------------------------------------------------------
 
-    def _accumulator(self, eqn: Eqn) -> tuple[str, str, str | None]:
-        """A fresh accumulator name for a reduction, its initial value, and the operator
-        of an ``omp simd reduction`` (None for max/min)."""
-        kind, sym = _REDUCE[eqn.op.name]
+    def _accumulator(self, eqn: Eqn) -> tuple[str, str]:
+        """Declare a reduction's accumulator; its name and the OpenMP clause combining
+        its copies across SIMD lanes and threads.  OpenMP's max and min drop NaNs, so a
+        float max/min also keeps a flag of the NaNs it saw (NumPy's answer is NaN)."""
+        kind = _REDUCE[eqn.op.name][0]
         dt = eqn.inputs[0].type.dtype
-        if dt.is_float:
-            init = {"sum": "0.0", "prod": "1.0", "max": "-INFINITY", "min": "INFINITY"}[kind]
-        elif dt.is_bool:
-            init = {"sum": "0", "prod": "1", "max": "0", "min": "1"}[kind]
-        else:
+        acc = self.fresh("a")
+        if dt.is_bool:
+            op = "|" if kind in ("sum", "max") else "&"
+            self.line(f"uint8_t {acc} = {int(op == '&')};")
+            return acc, f"reduction({op}:{acc})"
+        op = {"sum": "+", "prod": "*"}.get(kind, kind)
+        if not dt.is_float:
             lim = "INT64" if dt.name == "int64" else "INT32"
             init = {"sum": "0", "prod": "1", "max": f"{lim}_MIN", "min": f"{lim}_MAX"}[kind]
-        return self.fresh("a"), init, None if dt.is_bool else sym
+            self.line(f"{ctype(dt)} {acc} = {init};")
+            return acc, f"reduction({op}:{acc})"
+        init = {"sum": "0.0", "prod": "1.0", "max": "-INFINITY", "min": "INFINITY"}[kind]
+        self.line(f"double {acc} = {init};")
+        if kind in ("sum", "prod"):
+            return acc, f"reduction({op}:{acc})"
+        self.line(f"uint8_t {acc}n = 0;")
+        return acc, f"reduction({op}:{acc}) reduction(|:{acc}n)"
 
     def _accumulate(self, eqn: Eqn, acc: str, v: str) -> None:
-        kind, sym = _REDUCE[eqn.op.name]
+        kind = _REDUCE[eqn.op.name][0]
         dt = eqn.inputs[0].type.dtype
-        if sym is not None:
-            op = ("|" if sym == "+" else "&") if dt.is_bool else sym
-            self.line(f"{acc} = {acc} {op} {v};")
-        elif dt.is_float:
-            self.line(f"{acc} = pb_f{kind}({acc}, {v});")
-        else:
-            self.line(f"if ({v} {'>' if kind == 'max' else '<'} {acc}) {acc} = {v};")
+        if dt.is_bool:
+            self.line(f"{acc} = {acc} {'|' if kind in ('sum', 'max') else '&'} {v};")
+        elif kind in ("sum", "prod"):
+            self.line(f"{acc} = {acc} {'+' if kind == 'sum' else '*'} {v};")
+        else:  # a later equal value wins, as in NumPy's loops (0.0 vs -0.0)
+            e = self.fresh("e")
+            self.line(f"{ctype(dt)} {e} = {v};")
+            self.line(f"{acc} = {e} {'>=' if kind == 'max' else '<='} {acc} ? {e} : {acc};")
+            if dt.is_float:
+                self.line(f"{acc}n |= {e} != {e};")
+
+    def _reduced(self, eqn: Eqn, acc: str) -> str:
+        """The reduction's value once its loop is over."""
+        kind = _REDUCE[eqn.op.name][0]
+        if eqn.inputs[0].type.dtype.is_float and kind in ("max", "min"):
+            return f"({acc}n ? NAN : {acc})"
+        return acc
 
     def reduce(self, eqn: Eqn) -> None:
         (out,) = eqn.outputs
         (x,) = eqn.inputs
         axes = eqn.params["axes"]
-        dt = x.type.dtype
-        acc_t = "double" if dt.is_float else ctype(dt)
         self.define(out)
         kept = [k for k in range(x.type.ndim) if k not in axes]
         dest = self.vars[id(out)]
 
         def outer(oidx):
-            acc, init, sym = self._accumulator(eqn)
-            self.line(f"{acc_t} {acc} = {init};")
+            acc, clause = self._accumulator(eqn)
 
             def inner(ridx):
                 full, ko, kr = [], iter(oidx), iter(ridx)
@@ -1012,14 +1139,13 @@ class FuncGen(MoreOps):
                     full.append(next(kr) if k in axes else next(ko))
                 self._accumulate(eqn, acc, self.elem(x, _linear(x.type.shape, full)))
 
-            if sym is not None:
+            if axes:
                 extent = math.prod(x.type.shape[a] for a in axes)
-                self.line(_vector_pragma(extent if not kept else 0,
-                                         f"reduction({sym}:{acc})"))
+                self.line(_vector_pragma(extent if not kept else 0, clause))
             self.nd_loop([x.type.shape[a] for a in axes], inner, collapse=True)
             where = dest if out.type.shape == () else \
                 f"{dest}[{_linear(out.type.shape, oidx)}]"
-            self.line(f"{where} = ({ctype(out.type.dtype)}){acc};")
+            self.line(f"{where} = ({ctype(out.type.dtype)}){self._reduced(eqn, acc)};")
 
         self.nd_loop([x.type.shape[k] for k in kept], outer)
 
@@ -1096,11 +1222,12 @@ class FuncGen(MoreOps):
         (lc, rc), (lb, rb) = eqn.params["contract"], eqn.params["batch"]
         lf = [k for k in range(a.type.ndim) if k not in lc and k not in lb]
         rf = [k for k in range(b.type.ndim) if k not in rc and k not in rb]
-        self.define(out)
         gemm = _as_gemm(a.type, b.type, lc, rc, lb, rb, lf, rf)
-        if gemm is not None and a.type.dtype.is_float and out.type.size:
-            self._gemm(out, a, b, *gemm)
+        if gemm is not None and a.type.dtype == b.type.dtype == out.type.dtype and \
+                out.type.dtype.name in _GEMM_DTYPES and out.type.size:
+            self._gemm(eqn, *gemm)
             return
+        self.define(out)
         dest = self.vars[id(out)]
         dt = a.type.dtype
         acc_t = "double" if dt.is_float else ctype(dt)
@@ -1136,22 +1263,103 @@ class FuncGen(MoreOps):
 
         self.nd_loop(out.type.shape, body)
 
-    def _gemm(self, out: Var, a: Atom, b: Atom, batch: int, m: int, n: int, k: int,
-              trans_a: bool, trans_b: bool) -> None:
-        """One BLAS ``gemm`` per batch entry (row-major, contiguous operands)."""
-        dt = a.type.dtype
-        fn = f"{BLAS_PREFIX}cblas_{'s' if dt.name == 'float32' else 'd'}gemm"
-        if k == 0:
-            self.flat_loop(out, lambda i: "0")
+    def _gemm(self, eqn: Eqn, batch: int, m: int, n: int, k: int, trans_a: bool,
+              trans_b: bool) -> None:
+        """A batch of row-major matrix products, each one call of the runtime's inline
+        kernel or of BLAS ``gemm``, computed into the accumulator's buffer when the
+        product is added to one that dies there."""
+        (out,) = eqn.outputs
+        a, b = eqn.inputs
+        dt = out.type.dtype
+        x, y = self.buf(a), self.buf(b)
+        acc = self._accumulator_of(eqn, {x, y})
+        if acc is None:
+            self.define(out)
+            c = self.buf(out)
+        else:
+            c = acc
+            self.fused[id(out)] = lambda i: c_literal(0, dt)
+        if batch == 1:
+            loop, a_q, b_q, c_q = "", x, y, c
+        else:
+            q = self.fresh("q")
+            loop = f"for (int64_t {q} = 0; {q} < {batch}; {q}++) "
+            a_q, b_q, c_q = f"{x} + {q} * {m * k}", f"{y} + {q} * {k * n}", f"{c} + {q} * {m * n}"
+        lanes = 64 // dt.np.itemsize
+        work_cap = GEMM_INLINE_MAX_WORK[not trans_b and n >= 2 * lanes]
+        if not dt.is_float or k == 0 or m * n * k <= work_cap:
+            self.line(f"{loop}pb_gemm_{dt.name}({m}, {n}, {k}, {a_q}, {int(trans_a)}, {b_q}, "
+                      f"{int(trans_b)}, {c_q}, {int(acc is not None)});")
             return
+        fn = f"{BLAS_PREFIX}cblas_{'s' if dt.name == 'float32' else 'd'}gemm"
         ta = "CblasTrans" if trans_a else "CblasNoTrans"
         tb = "CblasTrans" if trans_b else "CblasNoTrans"
         lda, ldb = (m if trans_a else k), (k if trans_b else n)
-        q = self.fresh("q")
-        self.line(f"for (int64_t {q} = 0; {q} < {batch}; {q}++) {fn}(CblasRowMajor, {ta}, "
-                  f"{tb}, {m}, {n}, {k}, 1.0, {self.buf(a)} + {q} * {m * k}, {lda}, "
-                  f"{self.buf(b)} + {q} * {k * n}, {ldb}, 0.0, {self.vars[id(out)]} + "
-                  f"{q} * {m * n}, {n});")
+        beta = "1.0" if acc is not None else "0.0"
+        self.line(f"{loop}{fn}(CblasRowMajor, {ta}, {tb}, {m}, {n}, {k}, 1.0, {a_q}, {lda}, "
+                  f"{b_q}, {ldb}, {beta}, {c_q}, {n});")
+
+    @cached_property
+    def _homes(self) -> dict[int, tuple[Block, int]]:
+        """Each equation of the function, nested ones too: its block and index there."""
+        homes: dict[int, tuple[Block, int]] = {}
+
+        def walk(blk: Block) -> None:
+            for k, e in enumerate(blk.eqns):
+                homes[id(e)] = (blk, k)
+                for inner in e.blocks():
+                    walk(inner)
+
+        walk(self.func.block)
+        return homes
+
+    @cached_property
+    def _summed(self) -> dict[int, str]:
+        """Adds (by id) whose product operand was computed into the buffer named here."""
+        return {}
+
+    def _accumulator_of(self, eqn: Eqn, operands: set[str]) -> str | None:
+        """The buffer of ``acc`` when the product ``eqn`` is read only by the next
+        equation, ``acc + product``, and may be computed into it: ``acc`` is a buffer of
+        the open block, not one of the product's ``operands``, that dies at that add
+        (its last read, per the block's plan), and the sum needs a buffer of its own (it
+        is not fused, in a fused run, or the caller's output).  The add is then
+        recorded to take that buffer over; the product reads as zeros."""
+        (p,) = eqn.outputs
+        blk, k = self._homes.get(id(eqn), (None, -1))
+        s = self.scope
+        if blk is None or k + 1 >= len(blk.eqns):
+            return None
+        add = blk.eqns[k + 1]
+        if add.op.name != "add" or any(e is add for run in s.runs.values() for e in run):
+            return None
+        (total,) = add.outputs
+        others = [x for x in add.inputs if x is not p]
+        if len(others) != 1 or not isinstance(others[0], Var) or \
+                others[0].type != total.type or id(total) in self.fusible | set(self.dest):
+            return None
+        name = self.vars.get(id(others[0]))
+        owned = s.owned.get(name)
+        if owned is None or owned.size != total.type.size or name in operands or \
+                owned.last != s.pos[k + 1]:
+            return None
+        reads = [x for e in blk.eqns for x in e.inputs] + list(blk.results) + \
+            [v for e in blk.eqns for inner in e.blocks() for v in free_vars(inner)]
+        if sum(x is p for x in reads) != 1:
+            return None
+        self._summed[id(add)] = name
+        return name
+
+    def op_add(self, eqn: Eqn) -> None:
+        """An add whose product was computed into its accumulator's buffer: the sum takes
+        that buffer over (computing ``acc + 0`` element by element also stays right)."""
+        name = self._summed.pop(id(eqn), None)
+        s = self.scope
+        if name is not None and self.reuse(eqn.outputs[0], s.at, s.at, [name]):
+            for x in eqn.inputs:
+                self.fused.pop(id(x), None)
+            return
+        self.elementwise(eqn)
 
     # -- indexing -------------------------------------------------------------------
 

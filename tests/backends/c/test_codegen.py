@@ -68,7 +68,7 @@ def test_matrix_products_call_blas():
         return (a @ b).T @ a
 
     rng = np.random.default_rng(0)
-    a, b = rng.standard_normal((40, 30)), rng.standard_normal((30, 50))
+    a, b = rng.standard_normal((200, 150)), rng.standard_normal((150, 100))  # past inline
     got, source = _native(f, a, b)
     assert "scipy_cblas_dgemm" in source
     np.testing.assert_allclose(got, f(a, b), rtol=1e-12)
