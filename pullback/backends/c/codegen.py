@@ -13,6 +13,12 @@ arena per call, at offsets placed by their lives.  Errors (failed checks, bad in
 record what to raise in the context and jump to the function's ``fail`` label; the
 caller frees every allocation.
 
+Loops: pointwise equations over one shape and full reductions of their values run as
+one loop, placed at the first of them (a run, ``_runs``), each value a local stored only
+when read after the loop.  A pointwise value is computed in each loop that reads it
+instead of stored when that costs less (``_fusible``); its operands then live until the
+last of those loops.
+
 Ops without C code yet raise ``Unsupported``, and the caller runs the function on the
 interpreter.
 """
@@ -304,10 +310,10 @@ def _op_cost(eqn: Eqn) -> int:
     return 1 if name in _ARITH else COST_DIV if name in ("div", "sqrt") else COST_CALL
 
 
-def _expressions(blk: Block) -> dict[int, tuple[int, int]]:
+def _expressions(blk: Block, kept: set[int]) -> dict[int, tuple[int, int]]:
     """Pointwise array values of ``blk`` as expressions of the arrays they read from
-    memory, composing pointwise producers up to a cost of ``RECOMPUTE_MAX``: the cost of
-    each element, and the bytes read for it."""
+    memory (values in ``kept`` have a buffer: they are read, not composed), up to a
+    cost of ``RECOMPUTE_MAX``: the cost of each element, and the bytes read for it."""
     parts: dict[int, tuple[dict[int, int], dict[int, int]]] = {}  # equations, leaves
     for e in blk.eqns:
         v = e.outputs[0] if e.outputs else None
@@ -315,7 +321,7 @@ def _expressions(blk: Block) -> dict[int, tuple[int, int]]:
             continue
         ops, leaves = {id(e): _op_cost(e)}, {}
         for a in e.inputs:
-            if id(a) in parts:
+            if id(a) in parts and id(a) not in kept:
                 ops.update(parts[id(a)][0])
                 leaves.update(parts[id(a)][1])
             elif a.type.shape != ():
@@ -344,9 +350,11 @@ def _fusible(blk: Block, runs: dict[int, list[Eqn]]) -> set[int]:
     for e in blk.eqns:
         for a in e.inputs:
             readers.setdefault(id(a), []).append(e)
-    kept = {id(r) for r in blk.results}
+    kept = {id(r) for r in blk.results}  # values with a buffer in any case
     kept |= {id(v) for e in blk.eqns for inner in e.blocks() for v in free_vars(inner)}
-    exprs = _expressions(blk)
+    kept |= {id(a) for e in blk.eqns if id(e) not in run_of and not _reads_elementwise(e)
+             for a in e.inputs}
+    exprs = _expressions(blk, kept)
     at: dict[int, tuple[set[int], int]] = {}  # a fused value: the runs computing it, and
     for e in reversed(blk.eqns):              # how many times other loops do
         v = e.outputs[0] if e.outputs else None
@@ -356,8 +364,6 @@ def _fusible(blk: Block, runs: dict[int, list[Eqn]]) -> set[int]:
         loops, times = set(), 0
         for c in readers.get(id(v), []):
             r = run_of.get(id(c))
-            if r is None and not _reads_elementwise(c):
-                break
             w = c.outputs[0]
             if r is not None:
                 loops.add(r)
@@ -366,15 +372,14 @@ def _fusible(blk: Block, runs: dict[int, list[Eqn]]) -> set[int]:
                 times += at[id(w)][1]
             elif r is None:  # its own loop, reading each element of v this many times
                 times += max(1, w.type.size // max(v.type.size, 1))
-        else:
-            loops.discard(own)
-            evals = len(loops) + times
-            cost, nbytes = exprs[id(v)]
-            size = COST_BYTE * v.type.dtype.np.itemsize
-            each = cost + COST_BYTE * nbytes
-            spare = 0 if own is not None else 1  # one evaluation storing it needs too
-            if evals and (evals - spare) * each <= 2 * size + evals * size:
-                at[id(v)] = loops, times
+        loops.discard(own)
+        evals = len(loops) + times
+        cost, nbytes = exprs[id(v)]
+        size = COST_BYTE * v.type.dtype.np.itemsize
+        each = cost + COST_BYTE * nbytes
+        spare = 0 if own is not None else 1  # one evaluation storing it needs too
+        if evals and (evals - spare) * each <= 2 * size + evals * size:
+            at[id(v)] = loops, times
     return set(at)
 
 

@@ -184,15 +184,15 @@ def _sum_of_a_loop_carry(acc, a, b):
 def test_an_accumulator_read_later_or_read_by_the_product_is_not_overwritten():
     acc, a, b = _operands([(20, 32), (20, 32), (32, 32)], "float64")
     (s, twice), source = _native(_sum_still_read, acc, a, b)
-    np.testing.assert_allclose(s, acc + a @ b, rtol=1e-12)
+    np.testing.assert_allclose(s, acc + a @ b, rtol=1e-12, atol=1e-12)
     np.testing.assert_array_equal(twice, acc * 2.0)
     assert not re.findall(r"pb_gemm_float64\([^;]*, 1\);", source)
     got, source = _native(_sum_is_an_operand, acc, b)
-    np.testing.assert_allclose(got, acc + acc @ b, rtol=1e-12)
+    np.testing.assert_allclose(got, acc + acc @ b, rtol=1e-12, atol=1e-12)
     assert not re.findall(r"pb_gemm_float64\([^;]*, 1\);", source)
     got, _ = _native(_sum_of_a_loop_carry, acc / 8, a / 8, b / 8)
     want = acc / 8
     for _ in range(3):
         want = want @ (b / 8) + want
         want = (a / 8) @ (b / 8) + want
-    np.testing.assert_allclose(got, want, rtol=1e-12)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
