@@ -125,7 +125,14 @@ class Lowered:
         """The generated C (the native backend's module for this IR)."""
         from .backends import c
 
-        return c.source_of(self.ir)[1]
+        return c.source_of(self.ir).text
+
+    @property
+    def loops(self) -> str:
+        """The loop IR the C is printed from: kernels, buffers, library calls."""
+        from .backends import c
+
+        return c.source_of(self.ir).loops
 
     def compile(self) -> Callable[..., list]:
         """A callable running the IR natively (``c``) or on the interpreter."""

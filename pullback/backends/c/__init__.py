@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,10 @@ from ...ir.core import Func, Module
 from ...ir.types import StackType, TensorType
 from ...ops.control import CHECK_EXCEPTIONS
 from .build import NoCompilerError, build_module, warn_no_compiler_once
-from .codegen import Unsupported, ctype, generate
+from .codegen import generate
+from .loop_ir import LoopModule, Unsupported, ctype
+from .loop_print import format_module
+from .lower import lower_module
 
 RUNTIME = (Path(__file__).parent / "runtime.h").read_text()
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
@@ -327,25 +331,45 @@ def _contiguous(a: np.ndarray) -> np.ndarray:
     return a if a.flags.c_contiguous and a.flags.aligned else a.copy()
 
 
-def source_of(func: Func) -> tuple[str, str, list, list]:
-    """The C source of ``func``'s extension module: its name, text, checks and prints."""
+@dataclass
+class Source:
+    """A function's extension module before it is built: its name and C text, its loop
+    IR as text, and the checks and prints its faults and output refer to."""
+
+    name: str
+    text: str
+    module: LoopModule
+    checks: list
+    prints: list
+
+    @property
+    def loops(self) -> str:
+        return format_module(self.module)
+
+
+def source_of(func: Func) -> Source:
+    """The C source of ``func``'s extension module (``PULLBACK_DUMP=loops`` prints its
+    loop IR, ``PULLBACK_DUMP=c`` the C)."""
     module = Module.of(func)
     if any(not isinstance(t, TensorType) for t in [*func.in_types, *func.out_types]):
         raise Unsupported("a compiled function cannot take or return a stack")
-    body, checks, prints = generate(module)
+    loops, checks, prints = lower_module(module)
+    body = generate(loops)
     # checks and prints share code whatever they say, and modules of one source share
     # their hooks: what they say goes in the source, so different messages differ
     notes = repr([(e.op.name, sorted(e.params.items())) for e in [*checks, *prints]])
     wrapper = _wrapper(func, notes.replace("*/", "* /"))
     name = f"pb_{hashlib.sha256((body + wrapper).encode()).hexdigest()[:16]}"
-    return name, _module_source(name, body, wrapper), checks, prints
+    return Source(name, _module_source(name, body, wrapper), loops, checks, prints)
 
 
 def compile_func(func: Func) -> Compiled:
-    """Native code for ``func``; raises ``Unsupported`` for what the backend lacks.
-    ``PULLBACK_DUMP=c`` prints the C source."""
-    name, source, checks, prints = source_of(func)
-    if "c" in os.environ.get("PULLBACK_DUMP", "").split(","):
-        print(source)
-    built = build_module(source, name, headers={"runtime.h": RUNTIME})
-    return Compiled(func, built, checks, prints, source)
+    """Native code for ``func``; raises ``Unsupported`` for what the backend lacks."""
+    src = source_of(func)
+    dump = os.environ.get("PULLBACK_DUMP", "").split(",")
+    if "loops" in dump:
+        print(src.loops)
+    if "c" in dump:
+        print(src.text)
+    built = build_module(src.text, src.name, headers={"runtime.h": RUNTIME})
+    return Compiled(func, built, src.checks, src.prints, src.text)

@@ -12,7 +12,7 @@ import pytest
 
 import pullback as pb
 from pullback.backends.c import build
-from pullback.backends.c.codegen import PARALLEL_MIN
+from pullback.backends.c.lower import PARALLEL_MIN
 
 pytestmark = pytest.mark.skipif(not build.have_compiler(), reason="no C compiler")
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import pullback as pb
-from pullback.backends.c import build, codegen
+from pullback.backends.c import build, lower_ops
 
 pytestmark = pytest.mark.skipif(not build.have_compiler(), reason="no C compiler")
 
@@ -134,8 +134,8 @@ def _plus_one(a, b):
 
 def test_small_products_emit_no_blas_call_and_large_ones_do():
     small, large = 32, 128
-    assert small ** 3 <= min(codegen.GEMM_INLINE_MAX_WORK.values())
-    assert large ** 3 > max(codegen.GEMM_INLINE_MAX_WORK.values())
+    assert small ** 3 <= min(lower_ops.GEMM_INLINE_MAX_WORK.values())
+    assert large ** 3 > max(lower_ops.GEMM_INLINE_MAX_WORK.values())
     for n, blas in ((small, False), (large, True)):
         a, b = _operands([(n, n), (n, n)], "float32")
         got, source = _native(_plus_one, a, b)

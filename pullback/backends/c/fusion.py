@@ -1,0 +1,188 @@
+"""Fusion: which graph equations of a block run as one loop, and which values are
+computed where they are read instead of stored.
+
+A *run* is two or more pointwise equations and full reductions over one shape, computed
+as one loop (a kernel) at the place of the first (``runs``); equations between the
+members stay in place, after it.  A pointwise value is *fused* (``fusible``) when its
+readers compute it element by element in their own loops, which the cost model below
+decides against storing it once and loading it.  ``lower`` turns these decisions into
+loop IR kernels.
+"""
+
+from __future__ import annotations
+
+from ...ir.core import Block, Eqn
+from ...ir.rewrite import free_vars
+
+UNARY = {"neg", "abs", "sign", "floor", "ceil", "round", "trunc", "exp", "expm1", "log",
+          "log1p", "log2", "log10", "sqrt", "cbrt", "sin", "cos", "tan", "asin", "acos",
+          "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "erf", "erfc", "not"}
+BINARY = {"add", "sub", "mul", "div", "floordiv", "mod", "pow", "max", "min", "atan2",
+           "and", "or", "xor", "eq", "ne", "lt", "le", "gt", "ge"}
+REDUCE = {"reduce_sum": ("sum", "+"), "reduce_prod": ("prod", "*"),
+           "reduce_max": ("max", None), "reduce_min": ("min", None)}
+
+
+#: The most work (m*n*k per matrix) a product runs as the runtime's inline kernel
+#: (``pb_gemm_*``) rather than a BLAS call whose packing and dispatch cost more, by the
+#: layout of B, measured against OpenBLAS on 1 and 2 threads: a row-major B at least two
+
+POINTWISE = UNARY | BINARY | {"select", "convert", "stop_gradient"}
+#: Consumers that read each element of their operand once, by linear index.
+_READS_ONCE = {"select", "convert", "stop_gradient", "broadcast_in_dim", "transpose",
+               "slice", "rev", "reshape", *REDUCE}
+#: Pointwise ops whose C expression repeats an operand when it is not a float.
+_REPEATS = {"abs", "sign", "max", "min"}
+
+
+def is_pointwise(eqn: Eqn) -> bool:
+    """Each element of the result is a function of the same element of each operand
+    (0-d operands broadcast), as a broadcast of a 0-d value is too."""
+    if eqn.op.name == "broadcast_in_dim":
+        return eqn.inputs[0].type.shape == ()
+    return eqn.op.name in POINTWISE
+
+
+
+def loop_shape(eqn: Eqn) -> tuple[int, ...] | None:
+    """The shape of the loop ``eqn`` can join: a pointwise result's, a full reduction's
+    operand's (None for other equations and 0-d values)."""
+    if is_pointwise(eqn):
+        shape = eqn.outputs[0].type.shape
+    elif eqn.op.name in REDUCE and len(eqn.params["axes"]) == eqn.inputs[0].type.ndim:
+        shape = eqn.inputs[0].type.shape
+    else:
+        return None
+    return shape or None
+
+
+#: How many later equations over its shape a run tries to take in.
+RUN_REACH = 256
+
+
+def find_runs(blk: Block) -> dict[int, list[Eqn]]:
+    """Runs of two or more pointwise equations and full reductions over one shape,
+    computed as one loop at the place of the first (keyed by its index).  Each reads
+    only values that exist there (made before it, or by a run that starts before it) or
+    pointwise values of its own run; reduced values exist after the loop.  Equations
+    between the members stay in place, after the loop."""
+    eqns = blk.eqns
+    where = {id(o): k for k, e in enumerate(eqns) for o in e.outputs}
+    same: dict[tuple[int, ...], list[int]] = {}
+    for k, e in enumerate(eqns):
+        shape = loop_shape(e)
+        if shape is not None:
+            same.setdefault(shape, []).append(k)
+    runs: dict[int, list[Eqn]] = {}
+    start: dict[int, int] = {}  # an equation of a run: where its run starts
+    for ks in same.values():
+        for n, k in enumerate(ks):
+            if k in start:
+                continue
+            members = [k]
+            made = {id(eqns[k].outputs[0])} if is_pointwise(eqns[k]) else set()
+            for j in ks[n + 1:n + 1 + RUN_REACH]:
+                e = eqns[j]
+                if j not in start and all(
+                        id(a) in made or where.get(id(a), -1) < k or
+                        start.get(where[id(a)], k) < k for a in e.inputs):
+                    members.append(j)
+                    if is_pointwise(e):
+                        made.add(id(e.outputs[0]))
+            if len(members) >= 2:
+                runs[k] = [eqns[j] for j in members]
+                start.update((j, k) for j in members)
+    return runs
+
+
+#: Per-element costs that decide whether a value is computed in each loop that reads it
+#: rather than stored once, in units of one vector arithmetic operation: a division or
+#: square root, a call of a (vectorised) math function, a byte moved between memory and
+#: the cores.  Storing an element moves its bytes twice (the line is read, then written).
+#: Measured on 10M float32 gradients, one thread: recomputing ``exp(x)`` in the backward
+#: loop costs about what storing and loading it does, recomputing a sigmoid and the
+#: terms of its derivative instead of storing three arrays saves a quarter of the time.
+COST_DIV, COST_CALL, COST_BYTE = 2, 4, 2
+#: Values whose expression costs more than this are never computed twice.
+RECOMPUTE_MAX = 64
+_ARITH = {"neg", "abs", "sign", "floor", "ceil", "round", "trunc", "not", "add", "sub",
+          "mul", "max", "min", "and", "or", "xor", "eq", "ne", "lt", "le", "gt", "ge",
+          "select", "convert", "stop_gradient", "broadcast_in_dim"}
+
+
+def _op_cost(eqn: Eqn) -> int:
+    name = eqn.op.name
+    return 1 if name in _ARITH else COST_DIV if name in ("div", "sqrt") else COST_CALL
+
+
+def _expressions(blk: Block, kept: set[int]) -> dict[int, tuple[int, int]]:
+    """Pointwise array values of ``blk`` as expressions of the arrays they read from
+    memory (values in ``kept`` have a buffer: they are read, not composed), up to a
+    cost of ``RECOMPUTE_MAX``: the cost of each element, and the bytes read for it."""
+    parts: dict[int, tuple[dict[int, int], dict[int, int]]] = {}  # equations, leaves
+    for e in blk.eqns:
+        v = e.outputs[0] if e.outputs else None
+        if v is None or not is_pointwise(e) or v.type.shape == ():
+            continue
+        ops, leaves = {id(e): _op_cost(e)}, {}
+        for a in e.inputs:
+            if id(a) in parts and id(a) not in kept:
+                ops.update(parts[id(a)][0])
+                leaves.update(parts[id(a)][1])
+            elif a.type.shape != ():
+                leaves[id(a)] = a.type.dtype.np.itemsize
+        if sum(ops.values()) <= RECOMPUTE_MAX:
+            parts[id(v)] = ops, leaves
+    return {v: (sum(ops.values()), sum(leaves.values())) for v, (ops, leaves) in parts.items()}
+
+
+def _reads_elementwise(c: Eqn) -> bool:
+    """Whether ``c``'s own loop reads each element of its operands by linear index, once
+    (an operand of ``_REPEATS`` ops would be computed twice)."""
+    return c.op.name in _READS_ONCE or (c.op.name in UNARY | BINARY and (
+        c.inputs[0].type.dtype.is_float or c.op.name not in _REPEATS))
+
+
+def fused_values(blk: Block, runs: dict[int, list[Eqn]]) -> set[int]:
+    """Values of ``blk`` computed in each loop that reads them instead of into a buffer:
+    array results of pointwise equations that later equations of the block read element
+    by element (vertical fusion: elementwise chains into one loop, reductions and layout
+    changes absorbing their producers).  A value read by several loops, or one a run
+    computes and later loops read, is computed again in each of them when that costs no
+    more than storing and loading it."""
+    run_of = {id(e): k for k, run in runs.items() for e in run}
+    readers: dict[int, list[Eqn]] = {}
+    for e in blk.eqns:
+        for a in e.inputs:
+            readers.setdefault(id(a), []).append(e)
+    kept = {id(r) for r in blk.results}  # values with a buffer in any case
+    kept |= {id(v) for e in blk.eqns for inner in e.blocks() for v in free_vars(inner)}
+    kept |= {id(a) for e in blk.eqns if id(e) not in run_of and not _reads_elementwise(e)
+             for a in e.inputs}
+    exprs = _expressions(blk, kept)
+    at: dict[int, tuple[set[int], int]] = {}  # a fused value: the runs computing it, and
+    for e in reversed(blk.eqns):              # how many times other loops do
+        v = e.outputs[0] if e.outputs else None
+        if v is None or id(v) not in exprs or id(v) in kept:
+            continue
+        own = run_of.get(id(e))
+        loops, times = set(), 0
+        for c in readers.get(id(v), []):
+            r = run_of.get(id(c))
+            w = c.outputs[0]
+            if r is not None:
+                loops.add(r)
+            if id(w) in at:
+                loops |= at[id(w)][0]
+                times += at[id(w)][1]
+            elif r is None:  # its own loop, reading each element of v this many times
+                times += max(1, w.type.size // max(v.type.size, 1))
+        loops.discard(own)
+        evals = len(loops) + times
+        cost, nbytes = exprs[id(v)]
+        size = COST_BYTE * v.type.dtype.np.itemsize
+        each = cost + COST_BYTE * nbytes
+        spare = 0 if own is not None else 1  # one evaluation storing it needs too
+        if evals and (evals - spare) * each <= 2 * size + evals * size:
+            at[id(v)] = loops, times
+    return set(at)

@@ -1,0 +1,439 @@
+"""Loop IR: the buffer-level program between graph IR and C.
+
+Graph IR says what is computed; loop IR says how, in memory.  Values live in named
+buffers (allocated on the call's arena or the runtime's pool, freed at their last read)
+or in scalar locals; kernels are loop nests whose bodies are scalar statements (a fused
+kernel is one loop computing several graph equations element by element); products are
+library calls (``Gemm``: inline register tiles or BLAS); control flow is the graph's,
+structured.  ``lower`` builds it (deciding fusion and memory), ``memory.place_arena``
+assigns arena offsets on it, ``codegen`` prints it as C, and ``format_func`` prints it
+as text (``PULLBACK_DUMP=loops``).
+
+Expressions are small trees: ``Sym`` names a local, an index or a buffer; ``Load`` reads
+a buffer element; ``Op`` applies a graph IR element op (``tanh``, ``add``, ``convert``...)
+to scalars of a dtype; ``Bin`` is index and pointer arithmetic and logic on C integers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ...ir.types import DType, StackType, TensorType
+
+
+class Unsupported(Exception):
+    """An op or value the C backend cannot compile yet."""
+
+
+# -- expressions ----------------------------------------------------------------------
+
+
+class Expr:
+    """A scalar, index or pointer expression; ``+ - * // %`` build index arithmetic
+    (folding integer constants)."""
+
+    def __add__(self, other: Expr | int) -> Expr:
+        return arith("+", self, other)
+
+    def __radd__(self, other: int) -> Expr:
+        return arith("+", other, self)
+
+    def __sub__(self, other: Expr | int) -> Expr:
+        return arith("-", self, other)
+
+    def __mul__(self, other: Expr | int) -> Expr:
+        return arith("*", self, other)
+
+    def __rmul__(self, other: int) -> Expr:
+        return arith("*", other, self)
+
+
+@dataclass(frozen=True, eq=False)
+class Int(Expr):
+    """An ``int64_t`` constant (an index, a size)."""
+
+    value: int
+
+
+@dataclass(frozen=True, eq=False)
+class Const(Expr):
+    """A constant of a graph dtype."""
+
+    value: object
+    dtype: DType
+
+
+@dataclass(frozen=True, eq=False)
+class Sym(Expr):
+    """A local scalar, loop index, or buffer (its data pointer), by name."""
+
+    name: str
+
+
+@dataclass(frozen=True, eq=False)
+class Load(Expr):
+    """Element ``index`` of buffer ``ptr``."""
+
+    ptr: Expr
+    index: Expr
+
+
+@dataclass(frozen=True, eq=False)
+class Op(Expr):
+    """A graph IR element op (``add``, ``tanh``, ``convert``, ``select``...) on scalars of
+    ``dtype`` (the operands'); ``out`` is the result's dtype where it differs."""
+
+    name: str
+    args: tuple[Expr, ...]
+    dtype: DType
+    out: DType | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class Bin(Expr):
+    """C arithmetic, comparison or logic on integers and pointers: ``+ - * / % < <= >
+    >= == != && || & |``."""
+
+    op: str
+    a: Expr
+    b: Expr
+
+
+@dataclass(frozen=True, eq=False)
+class Cond(Expr):
+    """``p ? a : b``."""
+
+    p: Expr
+    a: Expr
+    b: Expr
+
+
+@dataclass(frozen=True, eq=False)
+class Cast(Expr):
+    """A C conversion to ``ctype``."""
+
+    ctype: str
+    x: Expr
+
+
+@dataclass(frozen=True, eq=False)
+class Fn(Expr):
+    """A call of a runtime function returning a value (``pb_clamp``, ``pb_splitmix``)."""
+
+    name: str
+    args: tuple[Expr, ...]
+
+
+@dataclass(frozen=True, eq=False)
+class Addr(Expr):
+    """A pointer to one scalar: a local's address, or a constant's (a compound literal)."""
+
+    x: Expr
+
+
+def as_expr(x: Expr | int | str) -> Expr:
+    if isinstance(x, Expr):
+        return x
+    return Int(x) if isinstance(x, int) else Sym(x)
+
+
+def arith(op: str, a: Expr | int | str, b: Expr | int | str) -> Expr:
+    """``a op b`` with integer constants folded and ``x + 0``, ``x * 1``, ``x * 0`` gone."""
+    a, b = as_expr(a), as_expr(b)
+    if isinstance(a, Int) and isinstance(b, Int):
+        return Int({"+": a.value + b.value, "-": a.value - b.value,
+                    "*": a.value * b.value}[op])
+    if op == "+" and isinstance(a, Int) and a.value == 0:
+        return b
+    if op in "+-" and isinstance(b, Int) and b.value == 0:
+        return a
+    if op == "*":
+        for x, y in ((a, b), (b, a)):
+            if isinstance(x, Int) and x.value == 1:
+                return y
+            if isinstance(x, Int) and x.value == 0:
+                return Int(0)
+    return Bin(op, a, b)
+
+
+def strides(shape: tuple[int, ...] | list[int]) -> list[int]:
+    out, acc = [], 1
+    for d in reversed(shape):
+        out.append(acc)
+        acc *= d
+    return out[::-1]
+
+
+def linear(shape, idx) -> Expr:
+    """The row-major linear index of ``idx`` in ``shape`` (unit axes contribute nothing)."""
+    total: Expr = Int(0)
+    for i, s, d in zip(idx, strides(shape), shape, strict=True):
+        if d != 1:
+            total = total + as_expr(i) * s
+    return total
+
+
+# -- statements -----------------------------------------------------------------------
+
+
+class Stmt:
+    pass
+
+
+@dataclass(eq=False)
+class Decl(Stmt):
+    """A scalar local (or tape pointer) of C type ``ctype``, ``init`` or zero."""
+
+    name: str
+    ctype: str
+    init: Expr | None = None
+
+
+@dataclass(eq=False)
+class Set(Stmt):
+    """``target op value`` where ``target`` is a local or a buffer element; ``op`` is
+    ``=``, or ``+=``/``|=`` to accumulate."""
+
+    target: Expr
+    value: Expr
+    op: str = "="
+
+
+@dataclass(eq=False)
+class Alloc(Stmt):
+    """A buffer of ``count`` elements for the block that owns it: on the call's arena
+    (at ``offset``, placed by ``memory.place_arena``) or from the runtime's pool."""
+
+    name: str
+    ctype: str
+    count: int
+    arena: bool = False
+    offset: int = -1
+
+    @property
+    def nbytes(self) -> int:
+        """Its arena bytes: rounded up to a cache line."""
+        return max(64, -(-self.count * _SIZES[self.ctype] // 64) * 64)
+
+
+@dataclass(eq=False)
+class Free(Stmt):
+    """The end of a buffer's life: back to the pool, or its arena bytes free again."""
+
+    name: str
+    arena_bytes: int = 0
+
+
+@dataclass(eq=False)
+class Pointer(Stmt):
+    """A buffer name bound to another pointer (the caller's output buffer, a constant),
+    or NULL until a result moves in."""
+
+    name: str
+    ctype: str
+    value: Expr | None = None
+    const: bool = False
+
+
+@dataclass(eq=False)
+class Move(Stmt):
+    """``dest = src`` for buffers, tapes and scalars: a result moving out of a block, a
+    loop's next carry replacing the last."""
+
+    dest: Expr
+    src: Expr
+
+
+@dataclass(eq=False)
+class Copy(Stmt):
+    """``count`` elements of ``src`` into a new pool buffer ``dest`` (declared here
+    when ``declare``), or into the existing buffer ``dest`` when ``fresh`` is false."""
+
+    dest: str
+    src: Expr
+    ctype: str
+    count: int
+    fresh: bool = True
+    declare: bool = False
+
+
+@dataclass(eq=False)
+class Loop(Stmt):
+    """``for var in range(start, stop)``.  ``pragma`` is ``simd`` or ``parallel simd``
+    (OpenMP, with the ``reductions`` clauses); ``fused`` names the graph equations a
+    kernel computes, for the reader."""
+
+    var: str
+    stop: Expr
+    body: list[Stmt]
+    start: Expr = field(default_factory=lambda: Int(0))
+    pragma: str = ""
+    reductions: tuple[str, ...] = ()
+    fused: tuple[str, ...] = ()
+
+
+@dataclass(eq=False)
+class Range(Stmt):
+    """A graph ``for_loop``: Python's ``range(lo, hi, step)`` in the loop index's type;
+    a zero step raises ``ValueError``."""
+
+    var: str
+    ctype: str
+    lo: Expr
+    hi: Expr
+    step: Expr
+    body: list[Stmt]
+
+
+@dataclass(eq=False)
+class Forever(Stmt):
+    """A graph ``while_loop``: its body ends with a ``Break`` out."""
+
+    body: list[Stmt]
+
+
+@dataclass(eq=False)
+class Break(Stmt):
+    """Leave the innermost ``Forever`` when ``cond`` is false."""
+
+    cond: Expr
+
+
+@dataclass(eq=False)
+class Skip(Stmt):
+    """Go on to the innermost loop's next iteration when ``cond`` holds."""
+
+    cond: Expr
+
+
+@dataclass(eq=False)
+class If(Stmt):
+    cond: Expr
+    then: list[Stmt]
+    orelse: list[Stmt] | None = None
+
+
+@dataclass(eq=False)
+class Scope(Stmt):
+    """A nested block: its locals end with it."""
+
+    body: list[Stmt]
+
+
+@dataclass(eq=False)
+class Gemm(Stmt):
+    """``c (+)= op(a) @ op(b)`` for ``batch`` row-major ``m x k`` by ``k x n`` matrices:
+    the runtime's register-tiled kernel, or BLAS ``gemm`` when ``blas``."""
+
+    dtype: DType
+    batch: int
+    m: int
+    n: int
+    k: int
+    a: Expr
+    trans_a: bool
+    b: Expr
+    trans_b: bool
+    c: Expr
+    accumulate: bool
+    blas: bool
+
+
+@dataclass(eq=False)
+class Runtime(Stmt):
+    """A call of a runtime routine.  ``fault``: it returns nonzero on failure, which
+    raises ``(exception, message)``, or the routine's own error when the message is
+    empty."""
+
+    name: str
+    args: tuple[Expr, ...]
+    fault: tuple[str, str] | None = None
+
+
+@dataclass(eq=False)
+class Call(Stmt):
+    """A call of another function of the module; its faults propagate."""
+
+    func: str
+    args: tuple[Expr, ...]
+
+
+@dataclass(eq=False)
+class Raise(Stmt):
+    """Fail the call with ``exception(fmt % args)`` (``args`` as ``long long``)."""
+
+    exception: str
+    fmt: str
+    args: tuple[Expr, ...] = ()
+
+
+@dataclass(eq=False)
+class Failed(Stmt):
+    """Fail the call at the module's check ``check`` (an ``assert``, a size test) with
+    the values its message formats."""
+
+    check: int
+    values: tuple[tuple[bool, Expr], ...]  # (is float, value)
+
+
+@dataclass(eq=False)
+class Print(Stmt):
+    """Hand the bytes of some buffers to the module's printer ``k``."""
+
+    k: int
+    buffers: tuple[tuple[Expr, int, str], ...]  # (pointer, element count, element C type)
+
+
+@dataclass(eq=False)
+class Param:
+    """A parameter: an operand (``out`` false) or a result written through a pointer."""
+
+    name: str
+    type: TensorType | StackType
+    out: bool = False
+
+
+@dataclass(eq=False)
+class LoopFunc:
+    """One function: parameters, body, and the bytes of its per-call arena."""
+
+    name: str
+    params: list[Param]
+    body: list[Stmt]
+    entry: bool = False
+    arena: int = 0
+
+
+@dataclass(eq=False)
+class LoopModule:
+    """The module's functions (the entry is first) and constant tables."""
+
+    funcs: list[LoopFunc]
+    consts: list[tuple[str, DType, list]]  # (name, dtype, flat values)
+
+
+CTYPES = {"bool": "uint8_t", "int32": "int32_t", "int64": "int64_t", "float32": "float",
+          "float64": "double"}
+_SIZES = {"uint8_t": 1, "int32_t": 4, "int64_t": 8, "float": 4, "double": 8}
+
+
+def ctype(dt: DType) -> str:
+    """The C type of a graph dtype's elements (the loop IR's scalar types are C's)."""
+    return CTYPES[dt.name]
+
+
+def children(stmt: Stmt) -> list[list[Stmt]]:
+    """The statement lists nested in ``stmt``."""
+    if isinstance(stmt, (Loop, Range, Forever, Scope)):
+        return [stmt.body]
+    if isinstance(stmt, If):
+        return [stmt.then] + ([stmt.orelse] if stmt.orelse is not None else [])
+    return []
+
+
+def walk(stmts: list[Stmt]):
+    """Every statement, nested ones too, in program order."""
+    for s in stmts:
+        yield s
+        for inner in children(s):
+            yield from walk(inner)

@@ -1,0 +1,713 @@
+"""Graph IR to loop IR: one loop function per IR function, control flow structured.
+
+Values: a 0-d tensor is a scalar local; any other tensor is a buffer in row-major order,
+or a view sharing one (a reshape, a loop's pass-through carry); a stack is a tape.  Per
+block, ``fusion`` decides which equations run as one kernel and which values are
+computed where they are read; ``memory.plan_block`` says where each buffer is read last,
+and the lowering frees it there (``Free``).  A pointwise kernel, a
+``dynamic_update_slice`` or a scatter whose operand dies there writes its result into
+that operand's buffer.  A cond's branches and a loop's carried variables take over
+operands that die at the cond or loop, so a loop body updates its carried arrays in
+place.  The entry's top-level buffers go on the call's arena (``memory.place_arena``).
+
+Ops without loop IR yet raise ``Unsupported``, and the caller runs the function on the
+interpreter.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
+
+from ...ir.core import Atom, Block, Eqn, Func, Lit, Module, Var
+from ...ir.rewrite import free_vars
+from ...ir.types import StackType, TensorType
+from .fusion import BINARY, REDUCE, UNARY, find_runs, fused_values, is_pointwise
+from .loop_ir import (
+    Addr,
+    Alloc,
+    Bin,
+    Break,
+    Call,
+    Const,
+    Copy,
+    Decl,
+    Expr,
+    Failed,
+    Fn,
+    Forever,
+    Free,
+    If,
+    Int,
+    Load,
+    Loop,
+    LoopFunc,
+    LoopModule,
+    Move,
+    Op,
+    Param,
+    Pointer,
+    Print,
+    Raise,
+    Range,
+    Runtime,
+    Scope,
+    Set,
+    Stmt,
+    Sym,
+    Unsupported,
+    as_expr,
+    ctype,
+    strides,
+)
+from .lower_more import LinalgLowering
+from .lower_ops import MoreLowering
+from .memory import BlockPlan, Owned, destinations, place_arena, plan_block
+
+#: Loops over at least this many elements run on every thread (``PULLBACK_NUM_THREADS``).
+PARALLEL_MIN = 1 << 16
+
+
+def pointwise_expr(eqn: Eqn, operand: Callable[[Atom], Expr]) -> Expr:
+    """One element of a pointwise equation's result, given its operands' elements."""
+    name, ins = eqn.op.name, eqn.inputs
+    if name in ("stop_gradient", "broadcast_in_dim"):  # a broadcast of a 0-d value
+        return operand(ins[0])
+    dt = ins[-1].type.dtype if name == "select" else ins[0].type.dtype
+    out = eqn.outputs[0].type.dtype
+    return Op(name, tuple(operand(x) for x in ins), dt, out)
+
+
+class ModuleLowering:
+    """A module's loop functions, its constant tables, checks and prints."""
+
+    def __init__(self, module: Module):
+        self.module = module
+        self.names = {id(f): f"pbf_{k}" for k, f in enumerate(module.funcs.values())}
+        self.entry = module.main
+        self.consts: list[tuple[str, object, list]] = []
+        self.checks: list[Eqn] = []
+        self.prints: list[Eqn] = []
+
+    def constant(self, lit: Lit) -> str:
+        name = f"pbk_{len(self.consts)}"
+        self.consts.append((name, lit.type.dtype, list(lit.value.reshape(-1))))
+        return name
+
+    def lower(self) -> LoopModule:
+        funcs = [Lowering(self, f).lower() for f in self.module.funcs.values()]
+        return LoopModule(funcs, self.consts)
+
+
+class Lowering(MoreLowering, LinalgLowering):
+    def __init__(self, mod: ModuleLowering, func: Func):
+        self.mod, self.func = mod, func
+        self.out: list[Stmt] = []  # the statement list being filled
+        self.vars: dict[int, str] = {}
+        self.count = 0
+        self.scopes: list[BlockPlan] = []  # the open blocks, innermost last
+        self.allocs: dict[str, Alloc] = {}  # buffers that may go on the arena
+        self.fused: dict[int, Callable[[Expr], Expr]] = {}  # values computed where read
+        self.entry = func is mod.entry
+        self.dest: dict[int, int] = {}  # entry results computed in the caller's buffers
+        self.fusible: set[int] = set()
+        self.loop_locals: dict[int, str] | None = None  # in a kernel body: values as locals
+        self.homes: dict[int, tuple[Block, int]] | None = None
+        self.summed: dict[int, str] = {}  # adds whose product went into this buffer
+
+    # -- statements and names -------------------------------------------------------------
+
+    def fresh(self, prefix: str = "v") -> str:
+        self.count += 1
+        return f"{prefix}{self.count}"
+
+    def add(self, stmt: Stmt) -> None:
+        self.out.append(stmt)
+
+    @contextmanager
+    def into(self, body: list[Stmt]) -> Iterator[list[Stmt]]:
+        """Statements added in this context go to ``body``."""
+        outer, self.out = self.out, body
+        try:
+            yield body
+        finally:
+            self.out = outer
+
+    @contextmanager
+    def loop(self, var: str, stop: int | Expr, start: int | Expr = 0, pragma: str = "",
+             reductions: tuple[str, ...] = (), fused: tuple[str, ...] = ()) -> Iterator[None]:
+        """A counted loop whose body is what this context adds."""
+        body: list[Stmt] = []
+        self.add(Loop(var, as_expr(stop), body, as_expr(start), pragma, reductions, fused))
+        with self.into(body):
+            yield
+
+    @staticmethod
+    def kind(n: int) -> str:
+        """SIMD for every kernel; threads too for long ones."""
+        return "parallel simd" if n >= PARALLEL_MIN else "simd"
+
+    def scalar(self, a: Atom) -> Expr:
+        """A 0-d atom's value."""
+        if isinstance(a, Lit):
+            return Const(a.value, a.type.dtype)
+        return Sym(self.vars[id(a)])
+
+    def buf(self, a: Atom) -> Expr:
+        """A tensor atom's data pointer (a fused value is computed into a buffer here,
+        where a consumer needs one)."""
+        fused = self.fused.pop(id(a), None)
+        if fused is not None:
+            self.define(a)
+            self.flat_loop(a, fused)
+        if isinstance(a, Lit):
+            if a.type.shape == ():
+                return Addr(Const(a.value, a.type.dtype))
+            return Sym(self.mod.constant(a))
+        if a.type.shape == ():
+            return Addr(Sym(self.vars[id(a)]))
+        return Sym(self.vars[id(a)])
+
+    def elem(self, a: Atom, index: Expr) -> Expr:
+        """Element ``index`` (a linear index) of a tensor atom; 0-d atoms broadcast; a
+        fused value is its expression (in a kernel, a local computed once)."""
+        if a.type.shape == ():
+            return self.scalar(a)
+        if self.loop_locals is not None and id(a) in self.loop_locals:
+            return Sym(self.loop_locals[id(a)])
+        fused = self.fused.get(id(a))
+        if fused is None:
+            return Load(self.buf(a), index)
+        if self.loop_locals is None:
+            return fused(index)
+        name = self.fresh("t")
+        self.add(Decl(name, ctype(a.type.dtype), fused(index)))
+        self.loop_locals[id(a)] = name
+        return Sym(name)
+
+    def define(self, v: Var, allocate: bool = True) -> str:
+        """Declare ``v``, owned by the open block: a scalar, a buffer (a new one, or
+        NULL until a result moves in when not ``allocate``), or a tape."""
+        name = self.fresh()
+        self.vars[id(v)] = name
+        t = v.type
+        if isinstance(t, StackType):
+            self.add(Decl(name, "pb_tape *"))
+        elif t.shape == ():
+            self.add(Decl(name, ctype(t.dtype)))
+        elif id(v) in self.dest:  # the entry's result, computed in the caller's buffer
+            self.add(Pointer(name, ctype(t.dtype), Sym(f"r{self.dest[id(v)]}")))
+        elif not allocate:
+            self.add(Pointer(name, ctype(t.dtype)))
+            self.own(name, v)
+        else:
+            alloc = Alloc(name, ctype(t.dtype), t.size, arena=self.entry and len(self.scopes) == 1)
+            self.add(alloc)
+            if alloc.arena:
+                self.allocs[name] = alloc
+            self.own(name, v)
+        return name
+
+    # -- memory -----------------------------------------------------------------------------
+
+    @property
+    def scope(self) -> BlockPlan:
+        return self.scopes[-1]
+
+    def own(self, name: str, v: Var | None = None, last: int | None = None) -> None:
+        """The open block owns buffer ``name`` holding ``v`` (None: a scratch buffer of
+        the equation being lowered) until position ``last`` (default: ``v``'s last
+        read)."""
+        s = self.scope
+        if v is None:
+            s.owned[name] = Owned(s.at)
+            return
+        if last is None:
+            last = s.last.get(id(s.root.get(id(v), v)), s.at)
+        s.owned[name] = Owned(last, v.type.dtype.name, v.type.size)
+
+    def free(self, name: str) -> None:
+        """The end of buffer ``name``'s life."""
+        self.allocs.pop(name, None)
+        self.add(Free(name))
+
+    def release(self, upto: int) -> None:
+        """Free the open block's buffers read last at or before position ``upto``."""
+        owned = self.scope.owned
+        for name in [n for n, o in owned.items() if o.last <= upto]:
+            del owned[name]
+            self.free(name)
+
+    def reuse(self, out: Var, lo: int, hi: int, names: Sequence[str] | None = None) -> bool:
+        """Give ``out`` the buffer of a value of the same dtype and size that the open
+        block owns and reads last between positions ``lo`` and ``hi`` (among ``names``
+        when given): the caller computes ``out`` element by element from elements at
+        the same index, so writing over that buffer is safe."""
+        if id(out) in self.dest or out.type.shape == ():
+            return False
+        owned = self.scope.owned
+        for name, o in owned.items():
+            if lo <= o.last <= hi and o.dtype == out.type.dtype.name and \
+                    o.size == out.type.size and (names is None or name in names):
+                self.vars[id(out)] = name
+                self.own(name, out)
+                return True
+        return False
+
+    def dying(self, name: str | None) -> bool:
+        """Whether the open block owns buffer ``name`` and reads it last here."""
+        o = self.scope.owned.get(name)
+        return o is not None and o.size >= 0 and o.last == self.scope.at
+
+    def take(self, name: str) -> None:
+        """Buffer ``name`` passes from the open block to a block nested in it (off the
+        arena: the nested block frees it)."""
+        del self.scope.owned[name]
+        alloc = self.allocs.pop(name, None)
+        if alloc is not None:
+            alloc.arena = False
+
+    def hand_over(self, eqn: Eqn, xs: Sequence[Atom | None]) -> list[bool]:
+        """Per operand in ``xs``: whether its buffer passes to ``eqn``'s blocks (it dies
+        at ``eqn`` and is not read there another way)."""
+        seen = [self.vars.get(id(a)) for a in eqn.inputs if isinstance(a, Var)]
+        seen += [self.vars.get(id(v)) for inner in eqn.blocks() for v in free_vars(inner)]
+        out = []
+        for x in xs:
+            name = self.vars.get(id(x)) if isinstance(x, Var) else None
+            ok = self.dying(name) and seen.count(name) == 1
+            if ok:
+                self.take(name)
+            out.append(ok)
+        return out
+
+    def hand_over_reads(self, eqn: Eqn) -> list[tuple[str, Var]]:
+        """The buffers that ``eqn``'s blocks (each run at most once) read from outside
+        and that die at ``eqn`` (not operands too): they pass to those blocks."""
+        operands = {self.vars.get(id(a)) for a in eqn.inputs if isinstance(a, Var)}
+        reads = {self.vars.get(id(v)): v for inner in eqn.blocks() for v in free_vars(inner)}
+        taken = [(n, v) for n, v in reads.items() if n not in operands and self.dying(n)]
+        for name, _ in taken:
+            self.take(name)
+        return taken
+
+    def open_block(self, blk: Block, names: Sequence[str], owns: Sequence[bool],
+                   adopt: Sequence[tuple[str, Var]] = ()) -> None:
+        """Plan ``blk``, bind its parameters to ``names``; it owns those marked in
+        ``owns`` and the outer buffers in ``adopt`` (frees them after their last read
+        or moves them to a result)."""
+        runs = find_runs(blk)
+        fusible = fused_values(blk, runs)
+        self.fusible |= fusible
+        s = plan_block(blk, runs, fusible, self.dest)
+        self.scopes.append(s)
+        self.bind(blk.params, names)
+        for p, name, own in zip(blk.params, names, owns, strict=True):
+            if own:
+                self.own(name, p)
+        reads = free_vars(blk) if adopt else []
+        for name, v in adopt:
+            self.own(name, v, max((s.last.get(id(u), -1) for u in reads
+                                   if self.vars.get(id(u)) == name), default=-1))
+        self.release(-1)
+
+    def close_block(self) -> None:
+        """Free what the block still owns (its results have moved out)."""
+        for name in self.scopes.pop().owned:
+            self.free(name)
+
+    # -- functions --------------------------------------------------------------------------
+
+    def lower(self) -> LoopFunc:
+        blk = self.func.block
+        if self.entry:
+            self.dest = destinations(blk)
+        self.open_block(blk, [f"p{k}" for k in range(len(blk.params))],
+                        [False] * len(blk.params))
+        self.block_body(blk)
+        if self.entry:
+            self.entry_results(blk)
+        else:
+            self.results_out(blk.results, [Load(Sym(f"r{k}"), Int(0))
+                                           for k in range(len(blk.results))])
+        self.close_block()
+        params = [Param(f"p{k}", t) for k, t in enumerate(self.func.in_types)]
+        params += [Param(f"r{k}", t, out=True) for k, t in enumerate(self.func.out_types)]
+        func = LoopFunc(self.mod.names[id(self.func)], params, self.out, self.entry)
+        place_arena(func)
+        return func
+
+    def entry_results(self, blk: Block) -> None:
+        """The entry function's results: arrays computed in place need nothing, others
+        are copied into the caller's buffers; scalars are stored."""
+        for k, r in enumerate(blk.results):
+            t = r.type
+            if t.shape == ():
+                self.add(Set(Load(Sym(f"r{k}"), Int(0)), self.scalar(r)))
+            elif self.dest.get(id(r)) != k:
+                self.add(Copy(f"r{k}", self.buf(r), ctype(t.dtype), t.size, fresh=False))
+
+    def results_out(self, results: Sequence[Atom], dests: Sequence[Expr]) -> None:
+        """Move or copy a block's ``results`` into ``dests`` while the block is open;
+        moved buffers leave its ownership."""
+        owned = self.scope.owned
+        moved = []
+        staged: list[Expr] = []
+        for r in results:
+            t = r.type
+            if isinstance(t, StackType):
+                staged.append(Sym(self.vars[id(r)]))
+                continue
+            if t.shape == ():
+                staged.append(self.scalar(r))
+                continue
+            name = self.vars.get(id(r)) if isinstance(r, Var) else None
+            if name in owned and name not in moved:
+                moved.append(name)
+                staged.append(Sym(name))
+            else:
+                tmp = self.fresh("m")
+                self.add(Copy(tmp, self.buf(r), ctype(t.dtype), t.size, declare=True))
+                staged.append(Sym(tmp))
+        for name in moved:
+            del owned[name]
+        for dest, value in zip(dests, staged, strict=True):
+            self.add(Move(dest, value))
+
+    def block_body(self, blk: Block) -> None:
+        """The open block's equations, each buffer freed after its last read."""
+        s = self.scope
+        later = {id(e) for run in s.runs.values() for e in run[1:]}
+        for k, eqn in enumerate(blk.eqns):
+            s.at = k if k in s.runs else s.pos[k]
+            if k in s.runs:
+                self.run(s.runs[k])
+            elif id(eqn) not in later:
+                handler = getattr(self, "op_" + eqn.op.name, None)
+                if handler is None:
+                    handler = self.elementwise if eqn.op.name in UNARY | BINARY else None
+                if handler is None and eqn.op.name in REDUCE:
+                    handler = self.reduce
+                if handler is None:
+                    raise Unsupported(f"the C backend has no code for {eqn.op.name} yet")
+                handler(eqn)
+            self.release(k)
+
+    # -- elementwise ------------------------------------------------------------------------
+
+    def flat_loop(self, out: Var, expr: Callable[[Expr], Expr]) -> None:
+        """``out[i] = expr(i)`` over every element (a scalar assignment for 0-d)."""
+        name = Sym(self.vars[id(out)])
+        if out.type.shape == ():
+            self.add(Set(name, expr(Int(0))))
+            return
+        with self.loop("i", out.type.size, pragma=self.kind(out.type.size)):
+            self.add(Set(Load(name, Sym("i")), expr(Sym("i"))))
+
+    def pointwise(self, out: Var, expr: Callable[[Expr], Expr]) -> None:
+        """``out[i] = expr(i)`` (over a dying operand's buffer if one fits), or, when
+        ``out`` is fused into its consumers, just remember ``expr`` for them to compute
+        in their own loops."""
+        if id(out) in self.fusible:
+            self.fused[id(out)] = expr
+            return
+        if not self.reuse(out, self.scope.at, self.scope.at):
+            self.define(out)
+        self.flat_loop(out, expr)
+
+    def elementwise(self, eqn: Eqn) -> None:
+        self.pointwise(eqn.outputs[0], lambda i: pointwise_expr(
+            eqn, lambda a: self.elem(a, i)))
+
+    op_select = op_convert = op_stop_gradient = elementwise
+
+    def run(self, run: list[Eqn]) -> None:
+        """A run as one kernel, at the place of its first equation: each pointwise value
+        is a local of the kernel body, stored (at the end of the body) only when read
+        after the run and not computed again there; a stored value may take over the
+        buffer of one the run reads last.  Each reduction accumulates in the same loop.
+        Values only later loops need are computed there, not here."""
+        s = self.scope
+        first = run[0]
+        n = (first.outputs[0] if is_pointwise(first) else first.inputs[0]).type.size
+        stored = [e.outputs[0] for e in run if e.op.name not in REDUCE and
+                  id(e.outputs[0]) not in self.fusible and
+                  s.last.get(id(e.outputs[0]), -1) > s.at]
+        needed, body = {id(v) for v in stored}, []
+        for e in reversed(run):
+            if e.op.name in REDUCE or id(e.outputs[0]) in needed:
+                needed.update(id(a) for a in e.inputs)
+                body.insert(0, e)
+        for v in stored:
+            if not self.reuse(v, s.at, s.at):
+                self.define(v)
+        accs, clauses = {}, ()
+        for e in body:
+            if e.op.name in REDUCE:
+                self.define(e.outputs[0])
+                accs[id(e)], clause = self.accumulator(e)
+                clauses += clause
+        if body:
+            i = Sym("i")
+            with self.loop("i", n, pragma=self.kind(n), reductions=clauses,
+                           fused=tuple(e.op.name for e in body)):
+                self.loop_locals = {}
+                for e in body:
+                    v = e.outputs[0]
+                    if id(e) in accs:
+                        self.accumulate(e, accs[id(e)], self.elem(e.inputs[0], i))
+                    else:
+                        expr = pointwise_expr(e, lambda a: self.elem(a, i))
+                        self.loop_locals[id(v)] = name = self.fresh("t")
+                        self.add(Decl(name, ctype(v.type.dtype), expr))
+                for v in stored:
+                    self.add(Set(Load(Sym(self.vars[id(v)]), i),
+                                 Sym(self.loop_locals[id(v)])))
+                self.loop_locals = None
+        for e in run:
+            out = e.outputs[0]
+            if id(e) in accs:
+                self.add(Set(Sym(self.vars[id(out)]), self.reduced(e, accs[id(e)])))
+            elif id(out) in self.fusible:  # computed again where read
+                self.pointwise(out, lambda i, e=e: pointwise_expr(
+                    e, lambda a: self.elem(a, i)))
+
+    def op_random_bits(self, eqn: Eqn) -> None:
+        (out,) = eqn.outputs
+        (key,) = eqn.inputs
+        self.define(out)
+        self.flat_loop(out, lambda i: Fn("pb_splitmix", (self.scalar(key), i)))
+
+    def nd_loop(self, shape: Sequence[int], body: Callable[[list[Expr]], None],
+                collapse: bool = False, pragma: str = "",
+                reductions: tuple[str, ...] = ()) -> None:
+        """Nested loops over ``shape`` (the outermost carrying ``pragma`` and
+        ``reductions``); ``body(indices)`` adds the innermost statements.
+        ``collapse``: one flat loop whose indices are derived."""
+        if not shape:
+            body([])
+            return
+        if collapse and len(shape) > 1:
+            flat = self.fresh("f")
+            with self.loop(flat, Int(math.prod(shape)), pragma=pragma, reductions=reductions):
+                idx: list[Expr] = []
+                for k, st in enumerate(strides(shape)):
+                    name = self.fresh("i")
+                    self.add(Decl(name, "int64_t", Bin("%", Bin("/", Sym(flat), Int(st)),
+                                                       Int(shape[k]))))
+                    idx.append(Sym(name))
+                body(idx)
+            return
+        names = [self.fresh("i") for _ in shape]
+        with ExitStack() as nest:
+            for k, (i, d) in enumerate(zip(names, shape, strict=True)):
+                nest.enter_context(self.loop(i, d, pragma=pragma if k == 0 else "",
+                                             reductions=reductions if k == 0 else ()))
+            body([Sym(i) for i in names])
+
+    # -- control flow -------------------------------------------------------------------------
+
+    def bind(self, params: Sequence[Var], names: Sequence[str]) -> None:
+        for p, n in zip(params, names, strict=True):
+            self.vars[id(p)] = n
+
+    def sub_block(self, blk: Block, names: Sequence[str], dests: Sequence[Expr],
+                  owns: Sequence[bool], adopt: Sequence[tuple[str, Var]] = ()) -> list[Stmt]:
+        """The statements of ``blk`` with its parameters bound to ``names`` (owning those
+        marked in ``owns``, and the outer buffers in ``adopt``), its results moved into
+        ``dests``, and its own buffers freed."""
+        with self.into([]) as body:
+            self.open_block(blk, names, owns, adopt)
+            self.block_body(blk)
+            self.results_out(blk.results, dests)
+            self.close_block()
+        return body
+
+    def declare_outputs(self, eqn: Eqn) -> list[Expr]:
+        """Variables for a control op's results, owned by the enclosing block."""
+        return [Sym(self.define(v, allocate=False)) for v in eqn.outputs]
+
+    def op_cond(self, eqn: Eqn) -> None:
+        """Each branch owns the buffers it reads that die at the cond."""
+        pred, *xs = eqn.inputs
+        outs = self.declare_outputs(eqn)
+        args = [self.value_name(x) for x in xs]
+        owns, adopt = self.hand_over(eqn, xs), self.hand_over_reads(eqn)
+        then = self.sub_block(eqn.params["then"], args, outs, owns, adopt)
+        orelse = self.sub_block(eqn.params["orelse"], args, outs, owns, adopt)
+        self.add(If(self.scalar(pred), then, orelse))
+
+    def value_name(self, a: Atom) -> str:
+        """A name to bind a block parameter to (literals get a local)."""
+        if isinstance(a, Var):
+            return self.vars[id(a)]
+        name = self.fresh("c")
+        if a.type.shape == ():
+            self.add(Decl(name, ctype(a.type.dtype), self.scalar(a)))
+        else:
+            self.add(Pointer(name, ctype(a.type.dtype), Sym(self.mod.constant(a)), const=True))
+        return name
+
+    def carry_init(self, eqn: Eqn, xs: Sequence[Atom]) -> list[str]:
+        """The loop's carried variables, which become its results: a carry the body
+        passes through is a view of its operand, an operand dying here moves in, others
+        are copied."""
+        views = self.scope.views
+        moves = self.hand_over(eqn, [None if id(o) in views else x
+                                     for o, x in zip(eqn.outputs, xs, strict=True)])
+        names = []
+        for x, out, move in zip(xs, eqn.outputs, moves, strict=True):
+            t = x.type
+            if id(out) in views or move:
+                name = self.vars[id(out)] = self.vars[id(x)]
+                if move:
+                    self.own(name, out)
+            else:
+                name = self.define(out, allocate=False)
+                if isinstance(t, StackType):
+                    self.add(Move(Sym(name), Sym(self.vars[id(x)])))
+                elif t.shape == ():
+                    self.add(Set(Sym(name), self.scalar(x)))
+                else:
+                    self.add(Copy(name, self.buf(x), ctype(t.dtype), t.size))
+            names.append(name)
+        return names
+
+    def loop_body(self, body: Block, carry: Sequence[str], prefix: Sequence[str] = ()) -> Scope:
+        """One iteration: the body on the carried variables, owning the arrays it does
+        not pass through (it updates them in place or frees them); then its results
+        replace them (buffers it owns move in, others are copied)."""
+        with self.into([]) as stmts:
+            params = body.params[len(prefix):]
+            passthrough = [r is p for r, p in zip(body.results, params, strict=True)]
+            owns = [isinstance(p.type, TensorType) and p.type.shape != () and not s
+                    for p, s in zip(params, passthrough, strict=True)]
+            self.open_block(body, [*prefix, *carry], [False] * len(prefix) + owns)
+            self.block_body(body)
+            news = [self.fresh("n") for _ in carry]
+            for n, r in zip(news, body.results, strict=True):
+                t = r.type
+                if isinstance(t, StackType):
+                    self.add(Decl(n, "pb_tape *"))
+                elif t.shape == ():
+                    self.add(Decl(n, ctype(t.dtype)))
+                else:
+                    self.add(Pointer(n, ctype(t.dtype)))
+            changed = [not s for s in passthrough]
+            self.results_out([r for r, c in zip(body.results, changed, strict=True) if c],
+                             [Sym(n) for n, c in zip(news, changed, strict=True) if c])
+            self.close_block()
+            for c, n, ch in zip(carry, news, changed, strict=True):
+                if ch:
+                    self.add(Move(Sym(c), Sym(n)))
+        return Scope(stmts)
+
+    def op_while_loop(self, eqn: Eqn) -> None:
+        carry = self.carry_init(eqn, eqn.inputs)
+        go = self.fresh("go")
+        with self.into([]) as body:
+            self.add(Decl(go, "uint8_t"))
+            self.add(Scope(self.sub_block(eqn.params["cond"], carry, [Sym(go)],
+                                          [False] * len(carry))))
+            self.add(Break(Sym(go)))
+            self.add(self.loop_body(eqn.params["body"], carry))
+        self.add(Forever(body))
+
+    def op_for_loop(self, eqn: Eqn) -> None:
+        lo, hi, step, *xs = eqn.inputs
+        carry = self.carry_init(eqn, xs)
+        it = ctype(lo.type.dtype)
+        i, h, s = self.fresh("it"), self.fresh("hi"), self.fresh("st")
+        self.add(Decl(h, it, self.scalar(hi)))
+        self.add(Decl(s, it, self.scalar(step)))
+        self.add(If(Bin("==", Sym(s), Int(0)), [Raise("ValueError",
+                                                      "range() arg 3 must not be zero")]))
+        self.add(Range(i, it, self.scalar(lo), Sym(h), Sym(s),
+                       [self.loop_body(eqn.params["body"], carry, prefix=[i])]))
+
+    def op_call(self, eqn: Eqn) -> None:
+        callee = eqn.params["callee"]
+        outs = self.declare_outputs(eqn)
+        args: list[Expr] = []
+        for x in eqn.inputs:
+            t = x.type
+            if isinstance(t, StackType):
+                args.append(Sym(self.vars[id(x)]))
+            elif t.shape == ():
+                args.append(self.scalar(x))
+            else:
+                args.append(self.buf(x))
+        args += [Addr(o) for o in outs]
+        self.add(Call(self.mod.names[id(callee)], tuple(args)))
+
+    def _inline_region(self, eqn: Eqn, region: str) -> None:
+        outs = self.declare_outputs(eqn)
+        args = [self.value_name(x) for x in eqn.inputs]
+        self.add(Scope(self.sub_block(eqn.params[region], args, outs,
+                                      self.hand_over(eqn, eqn.inputs),
+                                      self.hand_over_reads(eqn))))
+
+    def op_checkpoint(self, eqn: Eqn) -> None:
+        self._inline_region(eqn, "body")
+
+    def op_custom_jvp(self, eqn: Eqn) -> None:
+        self._inline_region(eqn, "primal")
+
+    def op_custom_vjp(self, eqn: Eqn) -> None:
+        self._inline_region(eqn, "primal")
+
+    # -- effects and stacks -----------------------------------------------------------------
+
+    def op_debug_print(self, eqn: Eqn) -> None:
+        """The operands' bytes go to the Python side, which formats and prints them in
+        program order."""
+        k = len(self.mod.prints)
+        self.mod.prints.append(eqn)
+        self.add(Print(k, tuple((self.buf(x), x.type.size, ctype(x.type.dtype))
+                                for x in eqn.inputs)))
+
+    def op_check(self, eqn: Eqn) -> None:
+        ok, *values = eqn.inputs
+        if any(v.type.shape != () for v in values) or len(values) > 8:
+            raise Unsupported("a check with array operands")
+        k = len(self.mod.checks)
+        self.mod.checks.append(eqn)
+        self.add(If(Bin("==", self.scalar(ok), Int(0)), [Failed(k, tuple(
+            (v.type.dtype.is_float, self.scalar(v)) for v in values))]))
+
+    def op_stack_new(self, eqn: Eqn) -> None:
+        name = Sym(self.define(eqn.outputs[0]))
+        self.add(Set(name, Fn("pb_tape_new", (Sym("ctx"),))))
+        self.add(If(Bin("==", name, Sym("NULL")), [Raise("MemoryError", "out of memory")]))
+
+    @staticmethod
+    def _tape_bytes(x: Atom) -> Expr:
+        return Int(x.type.size * x.type.dtype.np.itemsize)
+
+    def op_stack_push(self, eqn: Eqn) -> None:
+        s, x = eqn.inputs
+        name = self.define(eqn.outputs[0])
+        t = x.type
+        src = self.buf(x) if t.shape != () or isinstance(x, Lit) else Addr(self.scalar(x))
+        tape = Sym(self.vars[id(s)])
+        self.add(Runtime("pb_tape_push", (Sym("ctx"), tape, src, self._tape_bytes(x)),
+                         ("", "")))
+        self.add(Move(Sym(name), tape))
+
+    def op_stack_pop(self, eqn: Eqn) -> None:
+        (s,) = eqn.inputs
+        tape, x = eqn.outputs
+        tname = self.define(tape)
+        xname = self.define(x)
+        dst = Sym(xname) if x.type.shape != () else Addr(Sym(xname))
+        self.add(Runtime("pb_tape_pop", (Sym("ctx"), Sym(self.vars[id(s)]), dst,
+                                         self._tape_bytes(x)), ("", "")))
+        self.add(Move(Sym(tname), Sym(self.vars[id(s)])))
+
+
+def lower_module(module: Module) -> tuple[LoopModule, list[Eqn], list[Eqn]]:
+    """The loop IR of ``module`` (the entry is ``pbf_0``), its checks and its prints,
+    each in the order of their ids."""
+    low = ModuleLowering(module)
+    return low.lower(), low.checks, low.prints

@@ -1,0 +1,535 @@
+"""Loop IR for layout changes, reductions, products and indexing: a mixin of
+``lower.Lowering`` (whose value and memory helpers it uses)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+from ...ir.core import Atom, Block, Eqn, Var
+from ...ir.rewrite import free_vars
+from ...ir.types import TensorType, float64
+from .fusion import REDUCE
+from .loop_ir import (
+    Bin,
+    Cast,
+    Cond,
+    Const,
+    Decl,
+    Expr,
+    Fn,
+    Gemm,
+    If,
+    Int,
+    Load,
+    Raise,
+    Set,
+    Sym,
+    Unsupported,
+    ctype,
+    linear,
+)
+
+#: The most work (m*n*k per matrix) a product runs as the runtime's inline kernel
+#: (``pb_gemm_*``) rather than a BLAS call whose packing and dispatch cost more, by the
+#: layout of B, measured against OpenBLAS on 1 and 2 threads: a row-major B at least two
+#: vectors wide runs as register tiles straight from B; others are first copied in panels.
+GEMM_INLINE_MAX_WORK = {True: 1 << 20, False: 1 << 15}
+#: dtypes the inline kernel computes; floats beyond its sizes go to BLAS.
+_GEMM_DTYPES = {"float32", "float64", "int32", "int64"}
+
+
+def _block_of(dims: Sequence[int], start: int) -> bool:
+    return list(dims) == list(range(start, start + len(dims)))
+
+
+def _transposed(first, second, start: int) -> bool | None:
+    """Whether an operand's two axis blocks after the batch axes come as (second, first)
+    (True) or as (first, second) (False); None when they are not two contiguous blocks."""
+    if _block_of(first, start) and _block_of(second, start + len(first)):
+        return False
+    if _block_of(second, start) and _block_of(first, start + len(second)):
+        return True
+    return None
+
+
+def _as_gemm(a: TensorType, b: TensorType, lc, rc, lb, rb, lf, rf):
+    """``(batch, m, n, k, trans_a, trans_b)`` when a ``dot_general`` is a batch of row-major
+    matrix products: leading batch axes in order on both sides, free and contracting axes
+    each one contiguous block, contracting axes in the same order; else None."""
+    nb = len(lb)
+    if list(lb) != list(range(nb)) or list(rb) != list(range(nb)):
+        return None
+    if sorted(lc) != list(lc) or sorted(rc) != list(rc):
+        return None
+    trans_a = _transposed(lf, lc, nb)
+    trans_b = _transposed(rc, rf, nb)
+    if trans_a is None or trans_b is None:
+        return None
+    batch = math.prod(a.shape[:nb])
+    m = math.prod(a.shape[d] for d in lf)
+    n = math.prod(b.shape[d] for d in rf)
+    k = math.prod(a.shape[d] for d in lc)
+    if max(m, n, k) >= 2 ** 31:
+        return None
+    return batch, m, n, k, trans_a, trans_b
+
+
+def _at(dest: str, shape: Sequence[int], idx: Sequence[Expr]) -> Expr:
+    """Element ``idx`` of buffer ``dest`` (the local itself for a 0-d value)."""
+    return Sym(dest) if len(shape) == 0 else Load(Sym(dest), linear(shape, idx))
+
+
+class MoreLowering:
+    """Layout, reduction, product and indexing ops of ``Lowering``."""
+
+    # -- layout -----------------------------------------------------------------------
+
+    def gather_loop(self, out: Var, source: Atom,
+                    index_of: Callable[[list[Expr]], list[Expr]]) -> None:
+        """``out[i] = source[index_of(i)]`` over ``out``'s shape."""
+        self.define(out)
+        if out.type.size == 0:
+            return
+        dest, shape = self.vars[id(out)], out.type.shape
+        self.nd_loop(shape, lambda idx: self.add(Set(_at(dest, shape, idx), self.elem(
+            source, linear(source.type.shape, index_of(idx))))))
+
+    def op_broadcast_in_dim(self, eqn: Eqn) -> None:
+        (x,) = eqn.inputs
+        if x.type.shape == ():
+            self.elementwise(eqn)
+            return
+        dims = eqn.params["dims"]
+        self.gather_loop(eqn.outputs[0], x, lambda idx: [
+            Int(0) if x.type.shape[k] == 1 else idx[d] for k, d in enumerate(dims)])
+
+    def op_reshape(self, eqn: Eqn) -> None:
+        """A view of its operand's buffer, or a copy where it cannot be one."""
+        (out,) = eqn.outputs
+        if id(out) in self.scope.views:
+            self.vars[id(out)] = self.vars[id(eqn.inputs[0])]
+            return
+        self.define(out)
+        self.flat_loop(out, lambda i: self.elem(eqn.inputs[0], i))
+
+    def op_transpose(self, eqn: Eqn) -> None:
+        perm = eqn.params["perm"]
+
+        def index_of(idx):
+            src = [Int(0)] * len(perm)
+            for j, p in enumerate(perm):
+                src[p] = idx[j]
+            return src
+
+        self.gather_loop(eqn.outputs[0], eqn.inputs[0], index_of)
+
+    def op_slice(self, eqn: Eqn) -> None:
+        start, stride = eqn.params["start"], eqn.params["stride"]
+        self.gather_loop(eqn.outputs[0], eqn.inputs[0], lambda idx: [
+            s + i * st for i, s, st in zip(idx, start, stride, strict=True)])
+
+    def op_rev(self, eqn: Eqn) -> None:
+        x = eqn.inputs[0]
+        dims = eqn.params["dims"]
+        self.gather_loop(eqn.outputs[0], x, lambda idx: [
+            Int(x.type.shape[k] - 1) - i if k in dims else i for k, i in enumerate(idx)])
+
+    def op_iota(self, eqn: Eqn) -> None:
+        (out,) = eqn.outputs
+        self.define(out)
+        dim, dest, shape = eqn.params["dim"], self.vars[id(out)], out.type.shape
+        ct = ctype(out.type.dtype)
+        if shape == ():
+            self.add(Set(Sym(dest), Int(0)))
+            return
+        self.nd_loop(shape, lambda idx: self.add(Set(_at(dest, shape, idx), Cast(ct, idx[dim]))))
+
+    def op_concatenate(self, eqn: Eqn) -> None:
+        (out,) = eqn.outputs
+        self.define(out)
+        axis, dest = eqn.params["axis"], self.vars[id(out)]
+        offset = 0
+        for x in eqn.inputs:
+            def body(idx, x=x, offset=offset):
+                at = [i + offset if k == axis else i for k, i in enumerate(idx)]
+                self.add(Set(_at(dest, out.type.shape, at),
+                             self.elem(x, linear(x.type.shape, idx))))
+
+            if x.type.size:
+                self.nd_loop(x.type.shape, body)
+            offset += x.type.shape[axis]
+
+    def op_pad(self, eqn: Eqn) -> None:
+        (out,) = eqn.outputs
+        x, value = eqn.inputs
+        lo, interior = eqn.params["lo"], eqn.params["interior"]
+        self.define(out)
+        dest = self.vars[id(out)]
+        if out.type.size == 0:
+            return
+        self.flat_loop(out, lambda i: self.scalar(value))
+        if x.type.size == 0:
+            return
+
+        def body(idx):
+            at = [i * (g + 1) + lo_ for i, lo_, g in zip(idx, lo, interior, strict=True)]
+            inside: Expr | None = None
+            for a, d in zip(at, out.type.shape, strict=True):
+                term = Bin("&&", Bin(">=", a, Int(0)), Bin("<", a, Int(d)))
+                inside = term if inside is None else Bin("&&", inside, term)
+            self.add(If(inside, [Set(_at(dest, out.type.shape, at),
+                                     self.elem(x, linear(x.type.shape, idx)))]))
+
+        self.nd_loop(x.type.shape, body)
+
+    # -- reductions ---------------------------------------------------------------------
+
+    def accumulator(self, eqn: Eqn) -> tuple[str, tuple[str, ...]]:
+        """Declare a reduction's accumulator; its name and the OpenMP clauses combining
+        its copies across SIMD lanes and threads.  OpenMP's max and min drop NaNs, so a
+        float max/min also keeps a flag of the NaNs it saw (NumPy's answer is NaN)."""
+        kind = REDUCE[eqn.op.name][0]
+        dt = eqn.inputs[0].type.dtype
+        acc = self.fresh("a")
+        if dt.is_bool:
+            op = "|" if kind in ("sum", "max") else "&"
+            self.add(Decl(acc, "uint8_t", Int(int(op == "&"))))
+            return acc, (f"reduction({op}:{acc})",)
+        op = {"sum": "+", "prod": "*"}.get(kind, kind)
+        if not dt.is_float:
+            lim = "INT64" if dt.name == "int64" else "INT32"
+            init = {"sum": "0", "prod": "1", "max": f"{lim}_MIN", "min": f"{lim}_MAX"}[kind]
+            self.add(Decl(acc, ctype(dt), Sym(init)))
+            return acc, (f"reduction({op}:{acc})",)
+        init = {"sum": 0.0, "prod": 1.0, "max": -math.inf, "min": math.inf}[kind]
+        self.add(Decl(acc, "double", Const(init, float64)))
+        if kind in ("sum", "prod"):
+            return acc, (f"reduction({op}:{acc})",)
+        self.add(Decl(acc + "n", "uint8_t"))
+        return acc, (f"reduction({op}:{acc})", f"reduction(|:{acc}n)")
+
+    def accumulate(self, eqn: Eqn, acc: str, v: Expr) -> None:
+        kind = REDUCE[eqn.op.name][0]
+        dt = eqn.inputs[0].type.dtype
+        a = Sym(acc)
+        if dt.is_bool:
+            self.add(Set(a, Bin("|" if kind in ("sum", "max") else "&", a, v)))
+        elif kind in ("sum", "prod"):
+            self.add(Set(a, Bin("+" if kind == "sum" else "*", a, v)))
+        else:  # a later equal value wins, as in NumPy's loops (0.0 vs -0.0)
+            e = Sym(self.fresh("e"))
+            self.add(Decl(e.name, ctype(dt), v))
+            self.add(Set(a, Cond(Bin(">=" if kind == "max" else "<=", e, a), e, a)))
+            if dt.is_float:
+                self.add(Set(Sym(acc + "n"), Bin("!=", e, e), "|="))
+
+    def reduced(self, eqn: Eqn, acc: str) -> Expr:
+        """The reduction's value once its loop is over, in the result's type."""
+        kind = REDUCE[eqn.op.name][0]
+        value: Expr = Sym(acc)
+        if eqn.inputs[0].type.dtype.is_float and kind in ("max", "min"):
+            value = Cond(Sym(acc + "n"), Const(math.nan, float64), value)
+        return Cast(ctype(eqn.outputs[0].type.dtype), value)
+
+    def reduce(self, eqn: Eqn) -> None:
+        (out,) = eqn.outputs
+        (x,) = eqn.inputs
+        axes = eqn.params["axes"]
+        self.define(out)
+        kept = [k for k in range(x.type.ndim) if k not in axes]
+        dest = self.vars[id(out)]
+
+        def outer(oidx):
+            acc, clauses = self.accumulator(eqn)
+
+            def inner(ridx):
+                full, ko, kr = [], iter(oidx), iter(ridx)
+                for k in range(x.type.ndim):
+                    full.append(next(kr) if k in axes else next(ko))
+                self.accumulate(eqn, acc, self.elem(x, linear(x.type.shape, full)))
+
+            extent = math.prod(x.type.shape[a] for a in axes)
+            self.nd_loop([x.type.shape[a] for a in axes], inner, collapse=True,
+                         pragma=self.kind(extent if not kept else 0), reductions=clauses)
+            self.add(Set(_at(dest, out.type.shape, oidx), self.reduced(eqn, acc)))
+
+        self.nd_loop([x.type.shape[k] for k in kept], outer)
+
+    def _arg_reduce(self, eqn: Eqn, cmp: str) -> None:
+        (out,) = eqn.outputs
+        (x,) = eqn.inputs
+        axis = eqn.params["axis"]
+        self.define(out)
+        dest = self.vars[id(out)]
+        shape = x.type.shape
+        kept = [shape[k] for k in range(len(shape)) if k != axis]
+
+        def body(oidx):
+            best, at = Sym(self.fresh("b")), Sym(self.fresh("k"))
+            full = list(oidx)
+            full.insert(axis, Int(0))
+            self.add(Decl(best.name, ctype(x.type.dtype), self.elem(x, linear(shape, full))))
+            self.add(Decl(at.name, "int64_t", Int(0)))
+            j = self.fresh("j")
+            full[axis] = Sym(j)
+            v = self.elem(x, linear(shape, full))
+            take: Expr = Bin(cmp, v, best)
+            if x.type.dtype.is_float:  # the first NaN wins
+                take = Bin("&&", Bin("==", best, best), Bin("||", take, Bin("!=", v, v)))
+            with self.loop(j, shape[axis], start=Int(1)):
+                self.add(If(take, [Set(best, v), Set(at, Sym(j))]))
+            self.add(Set(_at(dest, out.type.shape, oidx), at))
+
+        self.nd_loop(kept, body)
+
+    def op_argmax(self, eqn: Eqn) -> None:
+        self._arg_reduce(eqn, ">")
+
+    def op_argmin(self, eqn: Eqn) -> None:
+        self._arg_reduce(eqn, "<")
+
+    def _cumulative(self, eqn: Eqn, sym: str) -> None:
+        (out,) = eqn.outputs
+        (x,) = eqn.inputs
+        axis, reverse = eqn.params["axis"], eqn.params["reverse"]
+        self.define(out)
+        dest = self.vars[id(out)]
+        shape = x.type.shape
+        kept = [shape[k] for k in range(len(shape)) if k != axis]
+
+        def body(oidx):
+            acc = Sym(self.fresh("a"))
+            self.add(Decl(acc.name, ctype(x.type.dtype), Int(0 if sym == "+" else 1)))
+            j = self.fresh("j")
+            full = list(oidx)
+            full.insert(axis, Int(shape[axis] - 1) - Sym(j) if reverse else Sym(j))
+            lin = linear(shape, full)
+            with self.loop(j, shape[axis]):
+                self.add(Set(acc, Bin(sym, acc, self.elem(x, lin))))
+                self.add(Set(Load(Sym(dest), lin), acc))
+
+        if out.type.size:
+            self.nd_loop(kept, body)
+
+    def op_cumsum(self, eqn: Eqn) -> None:
+        self._cumulative(eqn, "+")
+
+    def op_cumprod(self, eqn: Eqn) -> None:
+        self._cumulative(eqn, "*")
+
+    # -- products -----------------------------------------------------------------------
+
+    def op_dot_general(self, eqn: Eqn) -> None:
+        (out,) = eqn.outputs
+        a, b = eqn.inputs
+        (lc, rc), (lb, rb) = eqn.params["contract"], eqn.params["batch"]
+        lf = [k for k in range(a.type.ndim) if k not in lc and k not in lb]
+        rf = [k for k in range(b.type.ndim) if k not in rc and k not in rb]
+        gemm = _as_gemm(a.type, b.type, lc, rc, lb, rb, lf, rf)
+        if gemm is not None and a.type.dtype == b.type.dtype == out.type.dtype and \
+                out.type.dtype.name in _GEMM_DTYPES and out.type.size:
+            self._gemm(eqn, *gemm)
+            return
+        self.define(out)
+        dest = self.vars[id(out)]
+        dt = a.type.dtype
+        acc_t = "double" if dt.is_float else ctype(dt)
+
+        def body(oidx):
+            nb, nl = len(lb), len(lf)
+            bi, li, ri = oidx[:nb], oidx[nb:nb + nl], oidx[nb + nl:]
+            acc = Sym(self.fresh("a"))
+            self.add(Decl(acc.name, acc_t, Int(0)))
+
+            def inner(cidx):
+                ai, bj = [Int(0)] * a.type.ndim, [Int(0)] * b.type.ndim
+                for ks, idx, into in ((lb, bi, ai), (rb, bi, bj), (lf, li, ai), (rf, ri, bj),
+                                      (lc, cidx, ai), (rc, cidx, bj)):
+                    for k, i in zip(ks, idx, strict=True):
+                        into[k] = i
+                x = self.elem(a, linear(a.type.shape, ai))
+                y = self.elem(b, linear(b.type.shape, bj))
+                if dt.is_bool:
+                    self.add(Set(acc, Bin("|", acc, Bin("&", x, y))))
+                else:
+                    self.add(Set(acc, Bin("+", acc, Bin("*", Cast(acc_t, x), y))))
+
+            self.nd_loop([a.type.shape[k] for k in lc], inner)
+            self.add(Set(_at(dest, out.type.shape, oidx), Cast(ctype(out.type.dtype), acc)))
+
+        self.nd_loop(out.type.shape, body)
+
+    def _gemm(self, eqn: Eqn, batch: int, m: int, n: int, k: int, trans_a: bool,
+              trans_b: bool) -> None:
+        """A batch of row-major matrix products as one library call: the runtime's inline
+        kernel, or BLAS ``gemm`` above the crossover; computed into the accumulator's
+        buffer when the product is added to one that dies there."""
+        (out,) = eqn.outputs
+        a, b = eqn.inputs
+        dt = out.type.dtype
+        x, y = self.buf(a), self.buf(b)
+        acc = self._accumulator_of(eqn, {x.name if isinstance(x, Sym) else "",
+                                         y.name if isinstance(y, Sym) else ""})
+        if acc is None:
+            self.define(out)
+            c = self.buf(out)
+        else:
+            c = Sym(acc)
+            self.fused[id(out)] = lambda i: Const(0, dt)
+        lanes = 64 // dt.np.itemsize
+        work_cap = GEMM_INLINE_MAX_WORK[not trans_b and n >= 2 * lanes]
+        blas = dt.is_float and k > 0 and m * n * k > work_cap
+        self.add(Gemm(dt, batch, m, n, k, x, trans_a, y, trans_b, c, acc is not None, blas))
+
+    def _homes(self) -> dict[int, tuple[Block, int]]:
+        """Each equation of the function, nested ones too: its block and index there."""
+        if self.homes is None:
+            self.homes = {}
+
+            def walk(blk: Block) -> None:
+                for k, e in enumerate(blk.eqns):
+                    self.homes[id(e)] = (blk, k)
+                    for inner in e.blocks():
+                        walk(inner)
+
+            walk(self.func.block)
+        return self.homes
+
+    def _accumulator_of(self, eqn: Eqn, operands: set[str]) -> str | None:
+        """The buffer of ``acc`` when the product ``eqn`` is read only by the next
+        equation, ``acc + product``, and may be computed into it: ``acc`` is a buffer of
+        the open block, not one of the product's ``operands``, that dies at that add
+        (its last read, per the block's plan), and the sum needs a buffer of its own (it
+        is not fused, in a fused run, or the caller's output).  The add is then
+        recorded to take that buffer over; the product reads as zeros."""
+        (p,) = eqn.outputs
+        blk, k = self._homes().get(id(eqn), (None, -1))
+        s = self.scope
+        if blk is None or k + 1 >= len(blk.eqns):
+            return None
+        add = blk.eqns[k + 1]
+        if add.op.name != "add" or any(e is add for run in s.runs.values() for e in run):
+            return None
+        (total,) = add.outputs
+        others = [x for x in add.inputs if x is not p]
+        if len(others) != 1 or not isinstance(others[0], Var) or \
+                others[0].type != total.type or id(total) in self.fusible | set(self.dest):
+            return None
+        name = self.vars.get(id(others[0]))
+        owned = s.owned.get(name)
+        if owned is None or owned.size != total.type.size or name in operands or \
+                owned.last != s.pos[k + 1]:
+            return None
+        reads = [x for e in blk.eqns for x in e.inputs] + list(blk.results) + \
+            [v for e in blk.eqns for inner in e.blocks() for v in free_vars(inner)]
+        if sum(x is p for x in reads) != 1:
+            return None
+        self.summed[id(add)] = name
+        return name
+
+    def op_add(self, eqn: Eqn) -> None:
+        """An add whose product was computed into its accumulator's buffer: the sum takes
+        that buffer over (computing ``acc + 0`` element by element also stays right)."""
+        name = self.summed.pop(id(eqn), None)
+        s = self.scope
+        if name is not None and self.reuse(eqn.outputs[0], s.at, s.at, [name]):
+            for x in eqn.inputs:
+                self.fused.pop(id(x), None)
+            return
+        self.elementwise(eqn)
+
+    # -- indexing -----------------------------------------------------------------------
+
+    def _starts(self, x: Atom, starts: Sequence[Atom], sizes: Sequence[int]) -> list[Expr]:
+        names = []
+        for s, d, n in zip(starts, x.type.shape, sizes, strict=True):
+            name = self.fresh("s")
+            self.add(Decl(name, "int64_t", Fn("pb_clamp", (
+                Cast("int64_t", self.scalar(s)), Int(0), Int(d - n)))))
+            names.append(Sym(name))
+        return names
+
+    def op_dynamic_slice(self, eqn: Eqn) -> None:
+        x, *starts = eqn.inputs
+        at = self._starts(x, starts, eqn.params["sizes"])
+        self.gather_loop(eqn.outputs[0], x, lambda idx: [
+            s + i for s, i in zip(at, idx, strict=True)])
+
+    def update_of(self, eqn: Eqn) -> None:
+        """Start ``eqn``'s result as its first operand: that operand's buffer when it
+        dies here and nothing else of ``eqn`` reads it, else a copy."""
+        (out,) = eqn.outputs
+        x, *others = eqn.inputs
+        name = self.vars.get(id(x)) if isinstance(x, Var) else None
+        s = self.scope
+        if name not in [self.vars.get(id(a)) for a in others] and \
+                self.reuse(out, s.at, s.at, [name]):
+            return
+        self.define(out)
+        self.flat_loop(out, lambda i: self.elem(x, i))
+
+    def op_dynamic_update_slice(self, eqn: Eqn) -> None:
+        (out,) = eqn.outputs
+        x, upd, *starts = eqn.inputs
+        at = self._starts(x, starts, upd.type.shape)
+        self.update_of(eqn)
+        dest = Sym(self.vars[id(out)])
+        if upd.type.size == 0:
+            return
+        self.nd_loop(upd.type.shape, lambda idx: self.add(Set(
+            Load(dest, linear(x.type.shape, [s + i for s, i in zip(at, idx, strict=True)])),
+            self.elem(upd, linear(upd.type.shape, idx)))))
+
+    def _checked_index(self, idx_atom: Atom, lin: Expr, axis: int, size: int) -> Expr:
+        j = Sym(self.fresh("g"))
+        self.add(Decl(j.name, "int64_t", Cast("int64_t", self.elem(idx_atom, lin))))
+        self.add(If(Bin("||", Bin("<", j, Int(0)), Bin(">=", j, Int(size))), [Raise(
+            "IndexError", f"index %lld is out of bounds for axis {axis} with size {size}",
+            (j,))]))
+        return j
+
+    def op_gather(self, eqn: Eqn) -> None:
+        (out,) = eqn.outputs
+        x, idx = eqn.inputs
+        axis = eqn.params["axis"]
+        self.define(out)
+        dest = self.vars[id(out)]
+        n = idx.type.ndim
+
+        def body(oidx):
+            j = self._checked_index(idx, linear(idx.type.shape, oidx[axis:axis + n]), axis,
+                                    x.type.shape[axis])
+            src = [*oidx[:axis], j, *oidx[axis + n:]]
+            self.add(Set(_at(dest, out.type.shape, oidx),
+                         self.elem(x, linear(x.type.shape, src))))
+
+        if out.type.size:
+            if out.type.shape == ():
+                raise Unsupported("gather to a 0-d result")
+            self.nd_loop(out.type.shape, body)
+
+    def _scatter(self, eqn: Eqn, add: bool) -> None:
+        (out,) = eqn.outputs
+        x, idx, upd = eqn.inputs
+        axis = eqn.params["axis"]
+        self.update_of(eqn)
+        dest = Sym(self.vars[id(out)])
+        n = idx.type.ndim
+        if upd.type.size == 0:
+            return
+
+        def body(uidx):
+            j = self._checked_index(idx, linear(idx.type.shape, uidx[axis:axis + n]), axis,
+                                    x.type.shape[axis])
+            at = linear(x.type.shape, [*uidx[:axis], j, *uidx[axis + n:]])
+            value = self.elem(upd, linear(upd.type.shape, uidx))
+            self.add(Set(Load(dest, at), value, "+=" if add else "="))
+
+        self.nd_loop(upd.type.shape, body)
+
+    def op_scatter(self, eqn: Eqn) -> None:
+        self._scatter(eqn, add=False)
+
+    def op_scatter_add(self, eqn: Eqn) -> None:
+        self._scatter(eqn, add=True)

@@ -1,0 +1,158 @@
+"""Memory planning: where each buffer of a block is read last, which results share an
+operand's buffer, and the call's arena.
+
+The block that makes a buffer owns it and frees it (back to the runtime's pool) right
+after its last read, a read inside a nested block counting as one at its equation; a
+result moves out to the consumer.  ``plan`` computes those last reads from the fusion
+decisions (a run's equations are read at its first, a fused value at its readers');
+``lower`` then emits ``Alloc``/``Free`` and reuses dying buffers in place.  Once the
+entry function is lowered, ``place_arena`` gives its top block's buffers offsets in one
+allocation per call, buffers whose lives (in loop IR statements) do not overlap sharing
+bytes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ...ir.core import Atom, Block, Eqn, Var
+from ...ir.rewrite import free_vars
+from ...ir.types import TensorType
+from .loop_ir import Alloc, Free, LoopFunc
+
+
+def destinations(blk: Block) -> dict[int, int]:
+    """Array results of the entry block that an equation of it allocates (not a
+    control-flow result, which moves in): each is computed straight into the caller's
+    output buffer of the first result it is."""
+    made = {id(o) for e in blk.eqns if not e.op.blocks and e.op.name != "call"
+            for o in e.outputs}
+    dest: dict[int, int] = {}
+    for k, r in enumerate(blk.results):
+        if isinstance(r, Var) and r.type.shape != () and id(r) in made and id(r) not in dest:
+            dest[id(r)] = k
+    return dest
+
+
+
+def views_of(eqn: Eqn, fusible: set[int], dest: dict[int, int]) -> list[tuple[Var, Var]]:
+    """``(result, operand)`` pairs of ``eqn`` where the result shares the operand's buffer:
+    a reshape, and a loop's carries its body passes through unchanged."""
+    name = eqn.op.name
+    if name == "reshape":
+        pairs = [(eqn.outputs[0], eqn.inputs[0])]
+    elif name in ("for_loop", "while_loop"):
+        body = eqn.params["body"]
+        skip = 1 if name == "for_loop" else 0  # the iteration index
+        xs = eqn.inputs[3:] if name == "for_loop" else eqn.inputs
+        pairs = [(o, x) for o, x, p, r in zip(eqn.outputs, xs, body.params[skip:],
+                                              body.results, strict=True) if r is p]
+    else:
+        return []
+    return [(o, x) for o, x in pairs
+            if isinstance(x, Var) and isinstance(x.type, TensorType) and x.type.shape != ()
+            and o.type.shape != () and id(x) not in fusible and id(o) not in dest]
+
+
+
+@dataclass
+class Owned:
+    """A buffer a block frees: the position of its last read, its dtype and size."""
+
+    last: int
+    dtype: str = ""
+    size: int = -1
+
+
+@dataclass
+class BlockPlan:
+    """An open block's memory plan.  Positions are equation indices (a run's equations
+    are read at its first, a fused equation at its last consumer's; parameters at -1,
+    results at ``len(eqns)``)."""
+
+    runs: dict[int, list[Eqn]]
+    pos: list[int]  # per equation: where its operands are read
+    root: dict[int, Var]  # a view's id: the value owning its buffer
+    last: dict[int, int]  # a buffer-owning value's id: position of its last read
+    views: set[int]
+    owned: dict[str, Owned] = field(default_factory=dict)  # C name: buffers to free
+    at: int = -1  # the position being emitted
+
+
+def plan_block(blk: Block, runs: dict[int, list[Eqn]], fusible: set[int],
+          dest: dict[int, int]) -> BlockPlan:
+    """Where each buffer of ``blk`` is read last (views extend their owner's life)."""
+    eqns = blk.eqns
+    readers: dict[int, list[int]] = {}
+    for k, e in enumerate(eqns):
+        for a in e.inputs:
+            readers.setdefault(id(a), []).append(k)
+    pos = list(range(len(eqns)))
+    index = {id(e): k for k, e in enumerate(eqns)}
+    for start, run in runs.items():
+        for e in run:
+            pos[index[id(e)]] = start
+    for k in reversed(range(len(eqns))):
+        outs = eqns[k].outputs
+        if len(outs) == 1 and id(outs[0]) in fusible:
+            pos[k] = max(pos[k], *(pos[r] for r in readers[id(outs[0])]))
+    root: dict[int, Var] = {}
+    views: set[int] = set()
+    for e in eqns:
+        for o, x in views_of(e, fusible, dest):
+            root[id(o)] = root.get(id(x), x)
+            views.add(id(o))
+    last: dict[int, int] = {}
+
+    def use(a: Atom, at: int) -> None:
+        if isinstance(a, Var):
+            r = id(root.get(id(a), a))
+            last[r] = max(last.get(r, -1), at)
+
+    for p in blk.params:
+        use(p, -1)
+    for k, e in enumerate(eqns):
+        for a in [*e.outputs, *e.inputs, *(v for inner in e.blocks() for v in free_vars(inner))]:
+            use(a, pos[k])
+    for r in blk.results:
+        use(r, len(eqns))
+    return BlockPlan(runs, pos, root, last, views)
+
+
+
+def _place(lives: list[tuple[int, int, int]]) -> tuple[list[int], int]:
+    """Offsets in one arena for buffers of these ``(bytes, start, end)`` lives (largest
+    first, each at the lowest offset clear of the placed ones whose lives overlap its
+    own), and the arena's size."""
+    offsets = [0] * len(lives)
+    placed: list[int] = []
+    for k in sorted(range(len(lives)), key=lambda k: -lives[k][0]):
+        size, start, end = lives[k]
+        busy = sorted((offsets[j], offsets[j] + lives[j][0]) for j in placed
+                      if lives[j][1] < end and start < lives[j][2])
+        at = 0
+        for lo, hi in busy:
+            if at + size <= lo:
+                break
+            at = max(at, hi)
+        offsets[k] = at
+        placed.append(k)
+    return offsets, max((o + s for o, (s, _, _) in zip(offsets, lives, strict=True)), default=0)
+
+
+def place_arena(func: LoopFunc) -> None:
+    """Offsets for the arena buffers of ``func``'s top block: each lives from its
+    ``Alloc`` to its ``Free`` (statement positions of that block), and its ``Free`` marks
+    the bytes dead (for AddressSanitizer)."""
+    body = func.body
+    start = {s.name: k for k, s in enumerate(body) if isinstance(s, Alloc) and s.arena}
+    allocs = {s.name: s for s in body if isinstance(s, Alloc) and s.arena}
+    end = {s.name: k for k, s in enumerate(body) if isinstance(s, Free) and s.name in start}
+    names = list(start)
+    offsets, func.arena = _place([(allocs[n].nbytes, start[n], end.get(n, len(body)))
+                                  for n in names])
+    for n, at in zip(names, offsets, strict=True):
+        allocs[n].offset = at
+    for s in body:
+        if isinstance(s, Free) and s.name in allocs:
+            s.arena_bytes = allocs[s.name].nbytes
