@@ -1,0 +1,179 @@
+"""The loop IR between graph IR and C: what lowering decides is visible in it (kernels
+and what they fuse, buffers and their arena offsets, library calls, control flow), it
+prints as text (``Lowered.loops``, ``PULLBACK_DUMP=loops``), and the C printed from it
+computes NumPy's answers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import pullback as pb
+from pullback.backends import c
+from pullback.backends.c import build
+from pullback.backends.c.loop_ir import (
+    Alloc,
+    Break,
+    Forever,
+    Free,
+    Gemm,
+    If,
+    Int,
+    Loop,
+    Raise,
+    Range,
+    Sym,
+    linear,
+    walk,
+)
+from pullback.backends.c.loop_print import ExprPrinter
+
+pytestmark = pytest.mark.skipif(not build.have_compiler(), reason="no C compiler")
+
+RNG = np.random.default_rng(3)
+
+
+def _loops(fn, *args):
+    """The loop module of ``fn`` specialised to ``args``, its text, and ``fn`` compiled."""
+    jitted = pb.jit(fn, backend="c")
+    src = c.source_of(jitted.lower(*args).ir)
+    return src.module, src.loops, jitted
+
+
+def _stmts(module):
+    return [s for f in module.funcs for s in walk(f.body)]
+
+
+def loss(x):
+    return np.sum(np.tanh(x) * (1.0 / (1.0 + np.exp(-x))) + 0.5 * x * x)
+
+
+def test_a_gradient_is_one_kernel_storing_only_its_result():
+    x = RNG.standard_normal(1000)
+    module, text, jitted = _loops(pb.grad(loss), x)
+    kernels = [s for s in _stmts(module) if isinstance(s, Loop) and s.pragma]
+    assert len(kernels) == 1
+    assert {"tanh", "exp", "div", "mul"} <= set(kernels[0].fused)
+    assert not [s for s in _stmts(module) if isinstance(s, Alloc)]  # into the result
+    assert "kernel simd for i in range(1000):" in text and "tanh(p0[i])" in text
+    t, s = np.tanh(x), 1 / (1 + np.exp(-x))
+    np.testing.assert_allclose(jitted(x),
+                               (1 - t * t) * s + t * s * (1 - s) + x, rtol=1e-12)
+
+
+def test_a_reduction_and_its_producers_are_one_kernel_with_an_accumulator():
+    x = RNG.standard_normal(70_000).astype(np.float32)
+    module, text, jitted = _loops(lambda x: np.sum(0.5 * x * x + 3 * x), x)
+    (kernel,) = [s for s in _stmts(module) if isinstance(s, Loop) and s.pragma]
+    assert kernel.fused[-1] == "reduce_sum" and kernel.pragma == "parallel simd"
+    assert any("reduction(+:" in r for r in kernel.reductions)
+    x64 = x.astype(np.float64)
+    np.testing.assert_allclose(jitted(x), np.sum(0.5 * x64 * x64 + 3 * x64),
+                               rtol=1e-6)
+
+
+def mlp_layer(x, w, v):
+    return np.tanh(x @ w) @ v
+
+
+def test_products_are_library_calls_chosen_by_size():
+    x, w, v = RNG.standard_normal((256, 300)), RNG.standard_normal((300, 200)), \
+        RNG.standard_normal((200, 16))
+    module, text, jitted = _loops(mlp_layer, x, w, v)
+    gemms = [s for s in _stmts(module) if isinstance(s, Gemm)]
+    assert [(g.m, g.n, g.k, g.blas) for g in gemms] == [(256, 200, 300, True),
+                                                        (256, 16, 200, False)]
+    assert "gemm.blas float64 256x200x300" in text and "gemm.inline" in text
+    np.testing.assert_allclose(jitted(x, w, v), mlp_layer(x, w, v), rtol=1e-10)
+
+
+def products(x):
+    a = x @ x
+    b = a @ x
+    c = b @ x  # a is dead by now: c may take its bytes
+    return np.sin(c @ x)
+
+
+def test_buffers_with_disjoint_lives_share_arena_bytes():
+    x = RNG.standard_normal((8, 8)) / 3
+    module, text, jitted = _loops(products, x)
+    entry = module.funcs[0]
+    allocs = [s for s in entry.body if isinstance(s, Alloc)]
+    assert allocs and all(a.arena for a in allocs)
+    assert entry.arena < sum(a.nbytes for a in allocs)  # some bytes serve twice
+    assert len({a.offset for a in allocs}) < len(allocs)
+    frees = [s for s in entry.body if isinstance(s, Free)]
+    assert frees and all(f.arena_bytes for f in frees)
+    assert f"arena {entry.arena} B" in text and "arena+0" in text
+    np.testing.assert_allclose(jitted(x), products(x), rtol=1e-12)
+
+
+def control(x, n):
+    for i in range(n):
+        x = x * 0.5 + i
+    while np.sum(x) > 1.0:
+        x = x - 0.25
+    if x[0] > 0:
+        x = x * 2.0
+    return x
+
+
+def test_control_flow_stays_structured():
+    x = RNG.standard_normal(5) + 3
+    module, text, jitted = _loops(control, x, 3)
+    kinds = {type(s) for s in _stmts(module)}
+    assert {Range, Forever, Break, If} <= kinds
+    assert "loop:" in text and "break unless" in text and "else:" in text
+    np.testing.assert_allclose(jitted(x, 3), control(x, 3))
+
+
+def test_an_index_out_of_range_raises_in_loop_ir():
+    def pick(x, i):
+        return x[i]
+
+    module, text, jitted = _loops(pick, np.ones(4), np.array([0, 3]))
+    with pytest.raises(IndexError, match="index 4 is out of bounds for axis 0 with size 4"):
+        jitted(np.ones(4), np.array([0, 4]))
+    raises = [s for s in _stmts(module) if isinstance(s, Raise)]
+    assert raises and raises[0].exception == "IndexError"
+    assert "raise IndexError(" in text
+
+
+def test_index_arithmetic_folds_constants():
+    i, j, k = Sym("i"), Sym("j"), Sym("k")
+    show = ExprPrinter().expr
+    assert show(linear((3, 1, 4), [i, j, k])) == "i * 4 + k"
+    assert show(linear((2, 5), [Int(1), Int(3)])) == "8"
+    assert show((i + 2) * 3 - (j - k)) == "(i + 2) * 3 - (j - k)"
+
+
+def test_dump_loops_prints_the_loop_ir(monkeypatch, capsys):
+    monkeypatch.setenv("PULLBACK_DUMP", "loops")
+    pb.jit(lambda x: np.sum(x * 3.0), backend="c")(np.ones(5))
+    out = capsys.readouterr().out
+    assert "func pbf_0(p0: float64[5], out r0: float64)" in out
+    assert "reduction(+:" in out and "for i in range(5)" in out
+
+
+def test_every_statement_kind_prints():
+    """A program using sort, a factorisation, a check, a print and an AD tape lowers and
+    prints without a gap in either printer."""
+    def prog(a, x):
+        s = np.sort(x)
+        lo = np.linalg.cholesky(a @ a.T + 4.0 * np.eye(3))
+        assert s[0] <= s[-1], "sorted"
+        print(s[1])
+        y = x
+        while np.sum(y * y) > 0.5:
+            y = np.sin(y) * 0.9
+        return np.sum(lo * s) + np.sum(y * s)
+
+    a, x = RNG.standard_normal((3, 3)), RNG.standard_normal(3) + 2.0
+    module, text, jitted = _loops(pb.grad(prog, argnums=(0, 1)), a, x)
+    assert "pb_sort_float64(" in text and "pb_cholesky_float64(" in text
+    assert "pb_tape_push(" in text and "pb_tape_pop(" in text
+    assert "print 0" in text and "fail check 0" in text
+    got = jitted(a, x)
+    want = pb.jit(pb.grad(prog, argnums=(0, 1)), backend="interp")(a, x)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-12)
