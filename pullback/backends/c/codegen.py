@@ -125,7 +125,8 @@ def _string(text: str) -> str:
 
 
 def _pragma(s: Loop) -> str:
-    kind = "parallel for simd schedule(static)" if s.pragma == "parallel simd" else "simd"
+    kind = {"parallel simd": "parallel for simd schedule(static)",
+            "parallel": "parallel for schedule(static)", "simd": "simd"}[s.pragma]
     return " ".join(["#pragma omp", kind, *s.reductions])
 
 
@@ -211,7 +212,8 @@ class _C(ExprPrinter):
         elif isinstance(s, Loop):
             if s.pragma:
                 self.line(_pragma(s))
-            head = f"for (int64_t {s.var} = {e(s.start)}; {s.var} < {e(s.stop)}; {s.var}++)"
+            step = f"{s.var}++" if s.step == 1 else f"{s.var} += {s.step}"
+            head = f"for (int64_t {s.var} = {e(s.start)}; {s.var} < {e(s.stop)}; {step})"
             if len(s.body) == 1 and isinstance(s.body[0], Set):
                 self.depth, depth = 0, self.depth
                 self.stmt(s.body[0])

@@ -259,9 +259,10 @@ class Copy(Stmt):
 
 @dataclass(eq=False)
 class Loop(Stmt):
-    """``for var in range(start, stop)``.  ``pragma`` is ``simd`` or ``parallel simd``
-    (OpenMP, with the ``reductions`` clauses); ``fused`` names the graph equations a
-    kernel computes, for the reader."""
+    """``for var in range(start, stop, step)``.  ``pragma`` is ``simd``, ``parallel``
+    (threads share the iterations) or ``parallel simd`` (OpenMP, with the
+    ``reductions`` clauses); ``fused`` names the graph equations a kernel computes, for
+    the reader."""
 
     var: str
     stop: Expr
@@ -270,6 +271,7 @@ class Loop(Stmt):
     pragma: str = ""
     reductions: tuple[str, ...] = ()
     fused: tuple[str, ...] = ()
+    step: int = 1
 
 
 @dataclass(eq=False)

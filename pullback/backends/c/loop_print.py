@@ -139,11 +139,12 @@ class _Text(ExprPrinter):
         elif isinstance(s, Loop):
             tags = " ".join(filter(None, ["kernel" if s.pragma else "", s.pragma,
                                           *s.reductions]))
-            start = "" if isinstance(s.start, Int) and s.start.value == 0 else \
-                f"{e(s.start)}, "
+            bounds = e(s.stop) if isinstance(s.start, Int) and s.start.value == 0 and \
+                s.step == 1 else f"{e(s.start)}, {e(s.stop)}"
+            if s.step != 1:
+                bounds += f", {s.step}"
             fused = f"  # {' '.join(s.fused)}" if s.fused else ""
-            self.line(d, f"{tags + ' ' if tags else ''}for {s.var} in range({start}"
-                         f"{e(s.stop)}):{fused}")
+            self.line(d, f"{tags + ' ' if tags else ''}for {s.var} in range({bounds}):{fused}")
             self.block(s.body, d + 1)
         elif isinstance(s, Range):
             self.line(d, f"for {s.var}: {_SHORT[s.ctype]} in range({e(s.lo)}, {e(s.hi)}, "

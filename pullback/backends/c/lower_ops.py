@@ -202,10 +202,11 @@ class MoreLowering:
             init = {"sum": "0", "prod": "1", "max": f"{lim}_MIN", "min": f"{lim}_MAX"}[kind]
             self.add(Decl(acc, ctype(dt), Sym(init)))
             return acc, (f"reduction({op}:{acc})",)
-        init = {"sum": 0.0, "prod": 1.0, "max": -math.inf, "min": math.inf}[kind]
-        self.add(Decl(acc, "double", Const(init, float64)))
         if kind in ("sum", "prod"):
+            self.add(Decl(acc, "double", Const(0.0 if kind == "sum" else 1.0, float64)))
             return acc, (f"reduction({op}:{acc})",)
+        # max and min are exact: in the operand's own type, with no conversions
+        self.add(Decl(acc, ctype(dt), Const(-math.inf if kind == "max" else math.inf, dt)))
         self.add(Decl(acc + "n", "uint8_t"))
         return acc, (f"reduction({op}:{acc})", f"reduction(|:{acc}n)")
 

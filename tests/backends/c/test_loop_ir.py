@@ -27,6 +27,7 @@ from pullback.backends.c.loop_ir import (
     walk,
 )
 from pullback.backends.c.loop_print import ExprPrinter
+from pullback.backends.c.lower import SUM_BLOCK
 
 pytestmark = pytest.mark.skipif(not build.have_compiler(), reason="no C compiler")
 
@@ -62,14 +63,27 @@ def test_a_gradient_is_one_kernel_storing_only_its_result():
 
 
 def test_a_reduction_and_its_producers_are_one_kernel_with_an_accumulator():
-    x = RNG.standard_normal(70_000).astype(np.float32)
+    x = RNG.standard_normal(70_000)
     module, text, jitted = _loops(lambda x: np.sum(0.5 * x * x + 3 * x), x)
     (kernel,) = [s for s in _stmts(module) if isinstance(s, Loop) and s.pragma]
     assert kernel.fused[-1] == "reduce_sum" and kernel.pragma == "parallel simd"
     assert any("reduction(+:" in r for r in kernel.reductions)
+    np.testing.assert_allclose(jitted(x), np.sum(0.5 * x * x + 3 * x), rtol=1e-12)
+
+
+def test_a_float32_sum_adds_blocks_in_float32_and_blocks_in_double():
+    """No conversion per element, and as accurate as NumPy's pairwise float32 sum."""
+    x = (RNG.standard_normal(70_001) + 0.25).astype(np.float32)
+    module, text, jitted = _loops(lambda x: np.sum(0.5 * x * x + 3 * x), x)
+    outer, inner = [s for s in _stmts(module) if isinstance(s, Loop) and s.pragma]
+    assert outer.pragma == "parallel" and outer.step == SUM_BLOCK and inner in outer.body
+    assert inner.pragma == "simd" and inner.fused[-1] == "reduce_sum"
+    assert "f32 = 0.0" in text and "range(0, 70001, 512)" in text
     x64 = x.astype(np.float64)
-    np.testing.assert_allclose(jitted(x), np.sum(0.5 * x64 * x64 + 3 * x64),
-                               rtol=1e-6)
+    want = np.sum(0.5 * x64 * x64 + 3 * x64)
+    got = jitted(x)
+    numpy_error = abs(np.sum(0.5 * x * x + 3 * x, dtype=np.float32) - want)
+    assert abs(got - want) <= max(numpy_error, 1e-6 * abs(want))
 
 
 def mlp_layer(x, w, v):
