@@ -11,7 +11,8 @@ Threads: OpenMP loops and OpenBLAS's own threads take turns on the same cores, s
 OpenMP's idle threads must sleep, not spin, or each starves the other (an MLP step at
 two threads: 54 ms spinning, 16 ms sleeping).  ``OMP_WAIT_POLICY`` is read once, when
 the OpenMP runtime loads with the first compiled module: it defaults to ``PASSIVE`` here
-unless already set.
+unless already set.  Likewise ``OPENBLAS_CORETYPE`` where OpenBLAS would pick slower
+kernels than the CPU runs (``build.blas_core``).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import numpy as np
 from ...ir.core import Func, Module
 from ...ir.types import StackType, TensorType
 from ...ops.control import CHECK_EXCEPTIONS
-from .build import NoCompilerError, build_module, warn_no_compiler_once
+from .build import NoCompilerError, build_module, choose_blas_core, warn_no_compiler_once
 from .codegen import generate
 from .loop_ir import LoopModule, Unsupported, ctype
 from .loop_print import format_module
@@ -35,6 +36,7 @@ from .lower import lower_module
 
 RUNTIME = (Path(__file__).parent / "runtime.h").read_text()
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+choose_blas_core()
 
 __all__ = ["Compiled", "NoCompilerError", "Unsupported", "compile_func", "source_of",
            "warn_no_compiler_once"]
