@@ -240,6 +240,10 @@ class MoreLowering:
         self.define(out)
         kept = [k for k in range(x.type.ndim) if k not in axes]
         dest = self.vars[id(out)]
+        if REDUCE[eqn.op.name][0] == "sum" and not x.type.dtype.is_bool and kept and \
+                list(axes) == list(range(len(axes))) and out.type.size > 1:
+            self._sum_leading(eqn, math.prod(x.type.shape[:len(axes)]), out.type.size)
+            return
 
         def outer(oidx):
             acc, clauses = self.accumulator(eqn)
@@ -256,6 +260,24 @@ class MoreLowering:
             self.add(Set(_at(dest, out.type.shape, oidx), self.reduced(eqn, acc)))
 
         self.nd_loop([x.type.shape[k] for k in kept], outer)
+
+    def _sum_leading(self, eqn: Eqn, rows: int, cols: int) -> None:
+        """A sum over leading axes (a bias gradient): row by row into a vector of
+        accumulators, each row's elements contiguous and in SIMD lanes, rather than one
+        strided column at a time."""
+        (x,), (out,) = eqn.inputs, eqn.outputs
+        dt = x.type.dtype
+        acc_t = "double" if dt.is_float else ctype(dt)
+        acc = self.scratch(acc_t, cols)
+        j, r = Sym("j"), self.fresh("r")
+        with self.loop("j", cols, pragma="simd"):
+            self.add(Set(Load(acc, j), Int(0)))
+        with self.loop(r, rows), self.loop("j", cols, pragma="simd"):
+            self.add(Set(Load(acc, j), Bin("+", Load(acc, j),
+                                           self.elem(x, Sym(r) * cols + j))))
+        with self.loop("j", cols, pragma="simd"):
+            self.add(Set(Load(Sym(self.vars[id(out)]), j),
+                         Cast(ctype(out.type.dtype), Load(acc, j))))
 
     def _arg_reduce(self, eqn: Eqn, cmp: str) -> None:
         (out,) = eqn.outputs
