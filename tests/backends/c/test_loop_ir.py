@@ -191,3 +191,13 @@ def test_every_statement_kind_prints():
     want = pb.jit(pb.grad(prog, argnums=(0, 1)), backend="interp")(a, x)
     for g, w in zip(got, want, strict=True):
         np.testing.assert_allclose(g, w, rtol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32])
+def test_a_sum_over_leading_axes_runs_row_by_row(dtype):
+    x = (RNG.standard_normal((3, 40, 17)) * 10).astype(dtype)
+    module, text, jitted = _loops(lambda x: np.sum(x, axis=(0, 1)), x)
+    (row,) = [s for s in _stmts(module) if isinstance(s, Loop) and s.var.startswith("r")]
+    assert row.stop.value == 120 and row.body[0].stop.value == 17
+    want = np.sum(x.astype(np.float64), axis=(0, 1))
+    np.testing.assert_allclose(jitted(x), want.astype(dtype), rtol=1e-6)
