@@ -231,24 +231,30 @@ static pb_tape *pb_tape_new(pb_ctx *ctx) {
     return t;
 }
 
-static int pb_tape_push(pb_ctx *ctx, pb_tape *t, const void *src, size_t bytes) {
-    if (t->size + bytes > t->cap) {
-        size_t cap = t->cap ? t->cap : 4096;
-        while (cap < t->size + bytes) cap *= 2;
-        char *data = (char *)pb_alloc(ctx, cap);
-        if (!data) return pb_fail(ctx, "MemoryError", "out of memory growing the AD tape");
-        if (t->size) memcpy(data, t->data, t->size);
-        pb_free(ctx, t->data);
-        t->data = data;
-        t->cap = cap;
-    }
+/* Growth out of line, so that a push inlines to a compare, a store and an add. */
+__attribute__((noinline, cold))
+static int pb_tape_grow(pb_ctx *ctx, pb_tape *t, size_t bytes) {
+    size_t cap = t->cap ? t->cap : 4096;
+    while (cap < t->size + bytes) cap *= 2;
+    char *data = (char *)pb_alloc(ctx, cap);
+    if (!data) return pb_fail(ctx, "MemoryError", "out of memory growing the AD tape");
+    if (t->size) memcpy(data, t->data, t->size);
+    pb_free(ctx, t->data);
+    t->data = data;
+    t->cap = cap;
+    return 0;
+}
+
+static inline int pb_tape_push(pb_ctx *ctx, pb_tape *t, const void *src, size_t bytes) {
+    if (__builtin_expect(t->size + bytes > t->cap, 0) && pb_tape_grow(ctx, t, bytes)) return 1;
     memcpy(t->data + t->size, src, bytes);
     t->size += bytes;
     return 0;
 }
 
-static int pb_tape_pop(pb_ctx *ctx, pb_tape *t, void *dst, size_t bytes) {
-    if (t->size < bytes) return pb_fail(ctx, "IndexError", "pop from an empty stack");
+static inline int pb_tape_pop(pb_ctx *ctx, pb_tape *t, void *dst, size_t bytes) {
+    if (__builtin_expect(t->size < bytes, 0))
+        return pb_fail(ctx, "IndexError", "pop from an empty stack");
     t->size -= bytes;
     memcpy(dst, t->data + t->size, bytes);
     return 0;
