@@ -213,3 +213,31 @@ def test_num_threads_sets_loops_and_blas(threads):
                           capture_output=True, text=True, check=True)
     assert json.loads(proc.stdout.splitlines()[-1]) == [int(threads), int(threads)]
     assert "OMP_WAIT_POLICY = 'PASSIVE'" in proc.stderr
+
+
+def _address(a: np.ndarray) -> int:
+    return a.__array_interface__["data"][0]
+
+
+def test_big_results_take_memory_numpy_freed_from_earlier_ones():
+    """A result of at least ``BIG_RESULT`` bytes reuses the memory of one the caller
+    dropped (no fresh pages to fault in); live results never share memory, and other
+    arrays keep NumPy's own allocator."""
+    from numpy._core.multiarray import get_handler_name
+
+    n = c.BIG_RESULT // 8 + 1
+    x = np.linspace(0, 1, n)
+    f = pb.jit(lambda x: x * 2.0 + 1.0, backend="c")
+    first = f(x)
+    assert get_handler_name(first) == "pullback_kept"
+    assert get_handler_name(np.empty(n)) == get_handler_name() == "default_allocator"
+    where = _address(first)
+    del first
+    second = f(x)
+    assert _address(second) == where
+    third = f(x + 1.0)
+    assert _address(third) != where
+    np.testing.assert_array_equal(second, x * 2.0 + 1.0)
+    np.testing.assert_array_equal(third, (x + 1.0) * 2.0 + 1.0)
+    small = pb.jit(lambda x: x * 2.0, backend="c")(np.ones(4))
+    assert get_handler_name(small) == "default_allocator"
