@@ -121,6 +121,7 @@ class Lowering(MoreLowering, LinalgLowering):
         self.loop_locals: dict[int, str] | None = None  # in a kernel body: values as locals
         self.homes: dict[int, tuple[Block, int]] | None = None
         self.summed: dict[int, str] = {}  # adds whose product went into this buffer
+        self.read_counts: dict[int, dict[int, int]] = {}  # per block: reads of each value
 
     # -- statements and names -------------------------------------------------------------
 

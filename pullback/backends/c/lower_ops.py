@@ -419,6 +419,17 @@ class MoreLowering:
             walk(self.func.block)
         return self.homes
 
+    def _read_counts(self, blk: Block) -> dict[int, int]:
+        """How many times ``blk`` reads each value (operands, results, reads of nested
+        blocks), counted once per block."""
+        counts = self.read_counts.get(id(blk))
+        if counts is None:
+            counts = self.read_counts[id(blk)] = {}
+            for x in [*(x for e in blk.eqns for x in e.inputs), *blk.results,
+                      *(v for e in blk.eqns for inner in e.blocks() for v in free_vars(inner))]:
+                counts[id(x)] = counts.get(id(x), 0) + 1
+        return counts
+
     def _accumulator_of(self, eqn: Eqn, operands: set[str]) -> str | None:
         """The buffer of ``acc`` when the product ``eqn`` is read only by the next
         equation, ``acc + product``, and may be computed into it: ``acc`` is a buffer of
@@ -444,9 +455,7 @@ class MoreLowering:
         if owned is None or owned.size != total.type.size or name in operands or \
                 owned.last != s.pos[k + 1]:
             return None
-        reads = [x for e in blk.eqns for x in e.inputs] + list(blk.results) + \
-            [v for e in blk.eqns for inner in e.blocks() for v in free_vars(inner)]
-        if sum(x is p for x in reads) != 1:
+        if self._read_counts(blk).get(id(p)) != 1:
             return None
         self.summed[id(add)] = name
         return name
