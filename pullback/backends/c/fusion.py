@@ -29,8 +29,8 @@ REDUCE = {"reduce_sum": ("sum", "+"), "reduce_prod": ("prod", "*"),
 
 POINTWISE = UNARY | BINARY | {"select", "convert", "stop_gradient"}
 #: Consumers that read each element of their operand once, by linear index.
-_READS_ONCE = {"select", "convert", "stop_gradient", "broadcast_in_dim", "transpose",
-               "slice", "rev", "reshape", *REDUCE}
+_READS_ONCE = {"select", "convert", "stop_gradient", "transpose", "slice", "rev",
+               "reshape", *REDUCE}
 #: Pointwise ops whose C expression repeats an operand when it is not a float.
 _REPEATS = {"abs", "sign", "max", "min"}
 
@@ -42,6 +42,12 @@ def is_pointwise(eqn: Eqn) -> bool:
         return eqn.inputs[0].type.shape == ()
     return eqn.op.name in POINTWISE
 
+
+
+def is_broadcast(eqn: Eqn) -> bool:
+    """A broadcast of an array: fused, each element reads its operand's element at the
+    index the loop's axis indices map to."""
+    return eqn.op.name == "broadcast_in_dim" and eqn.inputs[0].type.shape != ()
 
 
 def loop_shape(eqn: Eqn) -> tuple[int, ...] | None:
@@ -122,9 +128,12 @@ def _expressions(blk: Block, kept: set[int]) -> dict[int, tuple[int, int]]:
     parts: dict[int, tuple[dict[int, int], dict[int, int]]] = {}  # equations, leaves
     for e in blk.eqns:
         v = e.outputs[0] if e.outputs else None
-        if v is None or not is_pointwise(e) or v.type.shape == ():
+        if v is None or not (is_pointwise(e) or is_broadcast(e)) or v.type.shape == ():
             continue
         ops, leaves = {id(e): _op_cost(e)}, {}
+        if is_broadcast(e):  # its operand is kept, and read again from cache
+            parts[id(v)] = ops, {id(e.inputs[0]): 0}
+            continue
         for a in e.inputs:
             if id(a) in parts and id(a) not in kept:
                 ops.update(parts[id(a)][0])
@@ -147,9 +156,9 @@ def fused_values(blk: Block, runs: dict[int, list[Eqn]]) -> set[int]:
     """Values of ``blk`` computed in each loop that reads them instead of into a buffer:
     array results of pointwise equations that later equations of the block read element
     by element (vertical fusion: elementwise chains into one loop, reductions and layout
-    changes absorbing their producers).  A value read by several loops, or one a run
-    computes and later loops read, is computed again in each of them when that costs no
-    more than storing and loading it."""
+    changes absorbing their producers), and broadcasts that pointwise kernels read.  A
+    value read by several loops, or one a run computes and later loops read, is computed
+    again in each of them when that costs no more than storing and loading it."""
     run_of = {id(e): k for k, run in runs.items() for e in run}
     readers: dict[int, list[Eqn]] = {}
     for e in blk.eqns:
@@ -160,10 +169,18 @@ def fused_values(blk: Block, runs: dict[int, list[Eqn]]) -> set[int]:
     kept |= {id(a) for e in blk.eqns if id(e) not in run_of and not _reads_elementwise(e)
              for a in e.inputs}
     exprs = _expressions(blk, kept)
+    elementwise: set[int] = set()  # fused values that only pointwise kernels read
     at: dict[int, tuple[set[int], int]] = {}  # a fused value: the runs computing it, and
     for e in reversed(blk.eqns):              # how many times other loops do
         v = e.outputs[0] if e.outputs else None
         if v is None or id(v) not in exprs or id(v) in kept:
+            continue
+        # only pointwise kernels (their loops have the axes as indices) read fused
+        # broadcasts, directly or through values fused into them
+        pointwise_readers = all(is_pointwise(c) and (id(c.outputs[0]) not in at or
+                                                     id(c.outputs[0]) in elementwise)
+                                for c in readers.get(id(v), []))
+        if is_broadcast(e) and not pointwise_readers:
             continue
         own = run_of.get(id(e))
         loops, times = set(), 0
@@ -185,4 +202,6 @@ def fused_values(blk: Block, runs: dict[int, list[Eqn]]) -> set[int]:
         spare = 0 if own is not None else 1  # one evaluation storing it needs too
         if evals and (evals - spare) * each <= 2 * size + evals * size:
             at[id(v)] = loops, times
+            if pointwise_readers:
+                elementwise.add(id(v))
     return set(at)

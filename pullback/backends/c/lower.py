@@ -73,6 +73,9 @@ PARALLEL_MIN = 1 << 16
 #: a conversion per element, 1.2 ms in blocks of 256 or 512 (slower in longer ones; one
 #: thread, read bound 0.95 ms).
 SUM_BLOCK = 512
+#: Kernels reading a fused broadcast run by rows when rows are at least this long (SIMD
+#: lanes to fill); shorter rows run flat, each axis index computed by division.
+ROW_MIN = 16
 
 
 def pointwise_expr(eqn: Eqn, operand: Callable[[Atom], Expr]) -> Expr:
@@ -122,6 +125,10 @@ class Lowering(MoreLowering, LinalgLowering):
         self.homes: dict[int, tuple[Block, int]] | None = None
         self.summed: dict[int, str] = {}  # adds whose product went into this buffer
         self.read_counts: dict[int, dict[int, int]] = {}  # per block: reads of each value
+        self.broadcasts: set[int] = set()  # fused broadcasts
+        self.producers: dict[int, Eqn] = {}  # each value's equation
+        #: in a kernel by rows: its element's linear index, and its axis indices
+        self.kernel_axes: tuple[Expr, list[Expr]] | None = None
 
     # -- statements and names -------------------------------------------------------------
 
@@ -166,10 +173,14 @@ class Lowering(MoreLowering, LinalgLowering):
     def buf(self, a: Atom) -> Expr:
         """A tensor atom's data pointer (a fused value is computed into a buffer here,
         where a consumer needs one)."""
-        fused = self.fused.pop(id(a), None)
+        fused = self.fused.get(id(a))
         if fused is not None:
+            by_rows = self.reads_broadcast([a])
+            del self.fused[id(a)]
             self.define(a)
-            self.flat_loop(a, fused)
+            self.kernel_axes, outer = None, self.kernel_axes
+            self.flat_loop(a, fused, by_rows)
+            self.kernel_axes = outer
         if isinstance(a, Lit):
             if a.type.shape == ():
                 return Addr(Const(a.value, a.type.dtype))
@@ -308,6 +319,7 @@ class Lowering(MoreLowering, LinalgLowering):
         or moves them to a result)."""
         runs = find_runs(blk)
         fusible = fused_values(blk, runs)
+        self.producers.update((id(o), e) for e in blk.eqns for o in e.outputs)
         self.fusible |= fusible
         s = plan_block(blk, runs, fusible, self.dest)
         self.scopes.append(s)
@@ -405,16 +417,56 @@ class Lowering(MoreLowering, LinalgLowering):
 
     # -- elementwise ------------------------------------------------------------------------
 
-    def flat_loop(self, out: Var, expr: Callable[[Expr], Expr]) -> None:
-        """``out[i] = expr(i)`` over every element (a scalar assignment for 0-d)."""
+    def flat_loop(self, out: Var, expr: Callable[[Expr], Expr], by_rows: bool = False) -> None:
+        """``out[i] = expr(i)`` over every element (a scalar assignment for 0-d), as a
+        kernel by rows when ``expr`` reads a fused broadcast."""
         name = Sym(self.vars[id(out)])
         if out.type.shape == ():
             self.add(Set(name, expr(Int(0))))
             return
-        with self.loop("i", out.type.size, pragma=self.kind(out.type.size)):
-            self.add(Set(Load(name, Sym("i")), expr(Sym("i"))))
+        with self.kernel(out.type.shape, by_rows=by_rows) as i:
+            self.add(Set(Load(name, i), expr(i)))
 
-    def pointwise(self, out: Var, expr: Callable[[Expr], Expr]) -> None:
+    def reads_broadcast(self, atoms: Sequence[Atom]) -> bool:
+        """Whether computing ``atoms`` where they are read reads a fused broadcast."""
+        stack, seen = list(atoms), set()
+        while stack:
+            a = stack.pop()
+            if id(a) in self.broadcasts:
+                return True
+            if id(a) in self.fused and id(a) not in seen and id(a) in self.producers:
+                seen.add(id(a))
+                stack.extend(self.producers[id(a)].inputs)
+        return False
+
+    @contextmanager
+    def kernel(self, shape: Sequence[int], fused: tuple[str, ...] = (),
+               by_rows: bool = False) -> Iterator[Expr]:
+        """A kernel over ``shape``, flat, or (``by_rows``) a loop over its rows whose body
+        is a SIMD loop along its last axis: fused broadcasts then read their operands at
+        the loops' indices, with no division.  Yields the element's linear index."""
+        n = math.prod(shape)
+        if not by_rows or len(shape) < 2 or shape[-1] < ROW_MIN:
+            with self.loop("i", n, pragma=self.kind(n), fused=fused):
+                yield Sym("i")
+            return
+        rows, cols, r = n // shape[-1], shape[-1], self.fresh("r")
+        with self.loop(r, rows, pragma="parallel" if n >= PARALLEL_MIN else ""):
+            axes: list[Expr] = []
+            for k, st in enumerate(strides(shape[:-1])):
+                axis = Bin("/", Sym(r), Int(st)) if st > 1 else Sym(r)
+                axes.append(axis if k == 0 else Bin("%", axis, Int(shape[k])))
+            with self.loop("c", cols, pragma="simd", fused=fused):
+                i = Sym("i")
+                self.add(Decl("i", "int64_t", Sym(r) * cols + Sym("c")))
+                outer, self.kernel_axes = self.kernel_axes, (i, [*axes, Sym("c")])
+                try:
+                    yield i
+                finally:
+                    self.kernel_axes = outer
+
+    def pointwise(self, out: Var, expr: Callable[[Expr], Expr],
+                  reads: Sequence[Atom] = ()) -> None:
         """``out[i] = expr(i)`` (over a dying operand's buffer if one fits), or, when
         ``out`` is fused into its consumers, just remember ``expr`` for them to compute
         in their own loops."""
@@ -423,11 +475,11 @@ class Lowering(MoreLowering, LinalgLowering):
             return
         if not self.reuse(out, self.scope.at, self.scope.at):
             self.define(out)
-        self.flat_loop(out, expr)
+        self.flat_loop(out, expr, self.reads_broadcast(reads))
 
     def elementwise(self, eqn: Eqn) -> None:
         self.pointwise(eqn.outputs[0], lambda i: pointwise_expr(
-            eqn, lambda a: self.elem(a, i)))
+            eqn, lambda a: self.elem(a, i)), eqn.inputs)
 
     op_select = op_convert = op_stop_gradient = elementwise
 
@@ -474,13 +526,18 @@ class Lowering(MoreLowering, LinalgLowering):
                 with self.loop("i", Cond(Bin("<", end, Int(n)), end, Int(n)), start=Sym(b),
                                pragma="simd", fused=tuple(e.op.name for e in body),
                                reductions=tuple(f"reduction(+:{p})" for p in part.values())):
-                    self.kernel_body(body, part, stored)
+                    self.kernel_body(body, part, stored, Sym("i"))
                 for k, name in part.items():
                     self.add(Set(Sym(accs[k]), Bin("+", Sym(accs[k]), Sym(name))))
-        else:
+        elif accs:
             with self.loop("i", n, pragma=self.kind(n), reductions=clauses,
                            fused=tuple(e.op.name for e in body)):
-                self.kernel_body(body, accs, stored)
+                self.kernel_body(body, accs, stored, Sym("i"))
+        else:
+            shape = first.outputs[0].type.shape
+            with self.kernel(shape, tuple(e.op.name for e in body),
+                             self.reads_broadcast([a for e in body for a in e.inputs])) as i:
+                self.kernel_body(body, accs, stored, i)
         for e in run:
             out = e.outputs[0]
             if id(e) in accs:
@@ -489,10 +546,10 @@ class Lowering(MoreLowering, LinalgLowering):
                 self.pointwise(out, lambda i, e=e: pointwise_expr(
                     e, lambda a: self.elem(a, i)))
 
-    def kernel_body(self, body: list[Eqn], accs: dict[int, str], stored: list[Var]) -> None:
-        """One element of a run's kernel: its pointwise values as locals, reductions into
-        ``accs``, the ``stored`` values written out."""
-        i = Sym("i")
+    def kernel_body(self, body: list[Eqn], accs: dict[int, str], stored: list[Var],
+                    i: Expr) -> None:
+        """Element ``i`` of a run's kernel: its pointwise values as locals, reductions
+        into ``accs``, the ``stored`` values written out."""
         self.loop_locals = {}
         for e in body:
             v = e.outputs[0]

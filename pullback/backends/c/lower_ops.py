@@ -28,6 +28,7 @@ from .loop_ir import (
     Unsupported,
     ctype,
     linear,
+    strides,
 )
 
 #: The most work (m*n*k per matrix) a product runs as the runtime's inline kernel
@@ -100,9 +101,24 @@ class MoreLowering:
         if x.type.shape == ():
             self.elementwise(eqn)
             return
-        dims = eqn.params["dims"]
-        self.gather_loop(eqn.outputs[0], x, lambda idx: [
+        out, dims = eqn.outputs[0], eqn.params["dims"]
+        if id(out) in self.fusible:
+            self.broadcasts.add(id(out))
+            self.fused[id(out)] = lambda i: self.elem(x, linear(x.type.shape, [
+                Int(0) if x.type.shape[k] == 1 else self.axis_index(out, d, i)
+                for k, d in enumerate(dims)]))
+            return
+        self.gather_loop(out, x, lambda idx: [
             Int(0) if x.type.shape[k] == 1 else idx[d] for k, d in enumerate(dims)])
+
+    def axis_index(self, v: Var, axis: int, index: Expr) -> Expr:
+        """The index along ``axis`` of element ``index`` (a linear index) of ``v``: the
+        kernel's own axis index when ``index`` is its element's, else arithmetic."""
+        if self.kernel_axes is not None and index is self.kernel_axes[0]:
+            return self.kernel_axes[1][axis]
+        stride = strides(v.type.shape)[axis]
+        along = Bin("/", index, Int(stride)) if stride > 1 else index
+        return along if axis == 0 else Bin("%", along, Int(v.type.shape[axis]))
 
     def op_reshape(self, eqn: Eqn) -> None:
         """A view of its operand's buffer, or a copy where it cannot be one."""

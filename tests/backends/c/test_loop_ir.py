@@ -201,3 +201,31 @@ def test_a_sum_over_leading_axes_runs_row_by_row(dtype):
     assert row.stop.value == 120 and row.body[0].stop.value == 17
     want = np.sum(x.astype(np.float64), axis=(0, 1))
     np.testing.assert_allclose(jitted(x), want.astype(dtype), rtol=1e-6)
+
+
+BROADCASTS = {
+    "bias": (lambda x, b: np.tanh(x + b), (64, 48), (48,)),
+    "column": (lambda x, b: x * b[:, None] - 1.0, (64, 48), (64,)),
+    "keepdims": (lambda x, b: np.exp(x - np.max(x, axis=1, keepdims=True)) * b, (40, 33),
+                 (33,)),
+    "middle": (lambda x, b: x * b[None, :, None] + x, (5, 7, 32), (7,)),
+    "short rows": (lambda x, b: x + b, (300, 3), (3,)),
+    "3-d bias": (lambda x, b: (x - b) * (x + b), (4, 6, 20), (6, 20)),
+}
+
+
+@pytest.mark.parametrize("name", list(BROADCASTS))
+def test_broadcasts_fuse_into_the_kernels_that_read_them(name):
+    fn, xs, bs = BROADCASTS[name]
+    x, b = RNG.standard_normal(xs), RNG.standard_normal(bs)
+    module, text, jitted = _loops(fn, x, b)
+    sizes = {s.count for s in _stmts(module) if isinstance(s, Alloc)}
+    assert x.size not in sizes  # no broadcast buffer
+    if xs[-1] >= 16:
+        assert "kernel parallel" in text or "for c in range" in text
+    np.testing.assert_allclose(jitted(x, b), fn(x, b), rtol=1e-13, atol=1e-13)
+    g = pb.jit(pb.grad(lambda x, b: np.sum(fn(x, b) ** 2), argnums=(0, 1)), backend="c")
+    want = pb.jit(pb.grad(lambda x, b: np.sum(fn(x, b) ** 2), argnums=(0, 1)),
+                  backend="interp")(x, b)
+    for got, w in zip(g(x, b), want, strict=True):
+        np.testing.assert_allclose(got, w, rtol=1e-11, atol=1e-11)
