@@ -11,6 +11,8 @@ loop IR kernels.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from ...ir.core import Block, Eqn
 from ...ir.rewrite import free_vars
 
@@ -48,6 +50,24 @@ def is_broadcast(eqn: Eqn) -> bool:
     """A broadcast of an array: fused, each element reads its operand's element at the
     index the loop's axis indices map to."""
     return eqn.op.name == "broadcast_in_dim" and eqn.inputs[0].type.shape != ()
+
+
+def through_transpose(dot: Eqn, side: int, perm: Sequence[int]
+                      ) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+    """The contracted and batch axes of ``dot``'s operand ``side`` renumbered to read the
+    source of that operand, a transpose by ``perm``, in place of it; None when the
+    transpose would reorder the operand's free axes (and so the product's)."""
+    contract, batch = eqn_axes(dot)[side]
+    free = [perm[i] for i in range(len(perm)) if i not in contract and i not in batch]
+    if free != sorted(free):
+        return None
+    return tuple(perm[i] for i in contract), tuple(perm[i] for i in batch)
+
+
+def eqn_axes(dot: Eqn) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
+    """Per operand of a ``dot_general``: its contracted and batch axes."""
+    (lc, rc), (lb, rb) = dot.params["contract"], dot.params["batch"]
+    return [(tuple(lc), tuple(lb)), (tuple(rc), tuple(rb))]
 
 
 def loop_shape(eqn: Eqn) -> tuple[int, ...] | None:
@@ -166,9 +186,17 @@ def fused_values(blk: Block, runs: dict[int, list[Eqn]]) -> set[int]:
             readers.setdefault(id(a), []).append(e)
     kept = {id(r) for r in blk.results}  # values with a buffer in any case
     kept |= {id(v) for e in blk.eqns for inner in e.blocks() for v in free_vars(inner)}
+    outside = set(kept)  # read by the caller or a nested block
     kept |= {id(a) for e in blk.eqns if id(e) not in run_of and not _reads_elementwise(e)
              for a in e.inputs}
     exprs = _expressions(blk, kept)
+    # a transpose only products read is read by them in place (they renumber its axes)
+    absorbed = {id(e.outputs[0]) for e in blk.eqns if e.op.name == "transpose" and
+                id(e.outputs[0]) not in outside and readers.get(id(e.outputs[0])) and all(
+                    c.op.name == "dot_general" and through_transpose(
+                        c, c.inputs.index(e.outputs[0]), e.params["perm"]) is not None
+                    and c.inputs[0] is not c.inputs[1]
+                    for c in readers[id(e.outputs[0])])}
     elementwise: set[int] = set()  # fused values that only pointwise kernels read
     at: dict[int, tuple[set[int], int]] = {}  # a fused value: the runs computing it, and
     for e in reversed(blk.eqns):              # how many times other loops do
@@ -204,4 +232,4 @@ def fused_values(blk: Block, runs: dict[int, list[Eqn]]) -> set[int]:
             at[id(v)] = loops, times
             if pointwise_readers:
                 elementwise.add(id(v))
-    return set(at)
+    return set(at) | absorbed

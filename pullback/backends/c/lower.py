@@ -126,6 +126,7 @@ class Lowering(MoreLowering, LinalgLowering):
         self.summed: dict[int, str] = {}  # adds whose product went into this buffer
         self.read_counts: dict[int, dict[int, int]] = {}  # per block: reads of each value
         self.broadcasts: set[int] = set()  # fused broadcasts
+        self.transposed: dict[int, tuple[Atom, tuple[int, ...]]] = {}  # read by products
         self.producers: dict[int, Eqn] = {}  # each value's equation
         #: in a kernel by rows: its element's linear index, and its axis indices
         self.kernel_axes: tuple[Expr, list[Expr]] | None = None

@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from ...ir.core import Atom, Block, Eqn, Var
 from ...ir.rewrite import free_vars
 from ...ir.types import TensorType, float64
-from .fusion import REDUCE
+from .fusion import REDUCE, eqn_axes, through_transpose
 from .loop_ir import (
     Bin,
     Cast,
@@ -131,6 +131,9 @@ class MoreLowering:
 
     def op_transpose(self, eqn: Eqn) -> None:
         perm = eqn.params["perm"]
+        if id(eqn.outputs[0]) in self.fusible:  # the products reading it read its source
+            self.transposed[id(eqn.outputs[0])] = (eqn.inputs[0], perm)
+            return
 
         def index_of(idx):
             src = [Int(0)] * len(perm)
@@ -361,14 +364,20 @@ class MoreLowering:
 
     def op_dot_general(self, eqn: Eqn) -> None:
         (out,) = eqn.outputs
-        a, b = eqn.inputs
-        (lc, rc), (lb, rb) = eqn.params["contract"], eqn.params["batch"]
+        axes = eqn_axes(eqn)
+        ins = list(eqn.inputs)
+        for side, x in enumerate(eqn.inputs):
+            if id(x) in self.transposed:
+                ins[side], perm = self.transposed[id(x)]
+                axes[side] = through_transpose(eqn, side, perm)
+        a, b = ins
+        (lc, lb), (rc, rb) = axes
         lf = [k for k in range(a.type.ndim) if k not in lc and k not in lb]
         rf = [k for k in range(b.type.ndim) if k not in rc and k not in rb]
         gemm = _as_gemm(a.type, b.type, lc, rc, lb, rb, lf, rf)
         if gemm is not None and a.type.dtype == b.type.dtype == out.type.dtype and \
                 out.type.dtype.name in _GEMM_DTYPES and out.type.size:
-            self._gemm(eqn, *gemm)
+            self._gemm(eqn, a, b, *gemm)
             return
         self.define(out)
         dest = self.vars[id(out)]
@@ -399,13 +408,12 @@ class MoreLowering:
 
         self.nd_loop(out.type.shape, body)
 
-    def _gemm(self, eqn: Eqn, batch: int, m: int, n: int, k: int, trans_a: bool,
-              trans_b: bool) -> None:
+    def _gemm(self, eqn: Eqn, a: Atom, b: Atom, batch: int, m: int, n: int, k: int,
+              trans_a: bool, trans_b: bool) -> None:
         """A batch of row-major matrix products as one library call: the runtime's inline
         kernel, or BLAS ``gemm`` above the crossover; computed into the accumulator's
         buffer when the product is added to one that dies there."""
         (out,) = eqn.outputs
-        a, b = eqn.inputs
         dt = out.type.dtype
         x, y = self.buf(a), self.buf(b)
         acc = self._accumulator_of(eqn, {x.name if isinstance(x, Sym) else "",

@@ -229,3 +229,21 @@ def test_broadcasts_fuse_into_the_kernels_that_read_them(name):
                   backend="interp")(x, b)
     for got, w in zip(g(x, b), want, strict=True):
         np.testing.assert_allclose(got, w, rtol=1e-11, atol=1e-11)
+
+
+def test_products_read_transposed_operands_in_place():
+    """``a @ b.T`` contracts ``b``'s rows where they lie; a transpose other code reads
+    too is made once and read by both."""
+    a, b = RNG.standard_normal((4, 5)), RNG.standard_normal((6, 5))
+    module, text, jitted = _loops(lambda a, b: a @ b.T, a, b)
+    assert not [s for s in _stmts(module) if isinstance(s, Alloc)]
+    assert "gemm.inline float64 4x6x5: v1 = p0 @ p1ᵀ" in text
+    np.testing.assert_allclose(jitted(a, b), a @ b.T, rtol=1e-13)
+    module, text, jitted = _loops(lambda a, b: (a @ b.T, b.T + 1.0), a, b)
+    assert len([s for s in _stmts(module) if isinstance(s, Alloc)]) == 1
+    got = jitted(a, b)
+    np.testing.assert_allclose(got[0], a @ b.T, rtol=1e-13)
+    np.testing.assert_allclose(got[1], b.T + 1.0, rtol=1e-13)
+    c3 = RNG.standard_normal((3, 6, 5))
+    module, text, jitted = _loops(lambda c, b: np.swapaxes(c, 1, 2) @ b, c3, b)
+    np.testing.assert_allclose(jitted(c3, b), np.swapaxes(c3, 1, 2) @ b, rtol=1e-13)
