@@ -541,14 +541,18 @@ PB_DEFINE_GEMM(int64, int64_t)
 #define PB_NC 2048
 extern char *scipy_openblas_get_corename(void);
 
-/* Whether large float products use pb_gemm_packed_* rather than BLAS. */
+/* Whether large float products use pb_gemm_packed_* rather than BLAS: unless
+ * PULLBACK_GEMM says "packed" or "blas", when OpenBLAS did not pick AVX-512 kernels. */
 static int pb_packed_gemm(void) {
 #if defined(__AVX512F__)
     static int use = -1;
     if (use < 0) {
-        const char *core = scipy_openblas_get_corename();
-        use = !(core && (strstr(core, "Skylake") || strstr(core, "Cooperlake") ||
-                         strstr(core, "SapphireRapids")));
+        const char *choice = getenv("PULLBACK_GEMM"), *core = scipy_openblas_get_corename();
+        if (choice && (!strcmp(choice, "packed") || !strcmp(choice, "blas")))
+            use = !strcmp(choice, "packed");
+        else
+            use = !(core && (strstr(core, "Skylake") || strstr(core, "Cooperlake") ||
+                             strstr(core, "SapphireRapids")));
     }
     return use;
 #else

@@ -196,3 +196,29 @@ def test_an_accumulator_read_later_or_read_by_the_product_is_not_overwritten():
         want = want @ (b / 8) + want
         want = (a / 8) @ (b / 8) + want
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+#: Past every block edge of the packed kernel: two column blocks (PB_NC), two depth
+#: blocks (PB_KC), row blocks (PB_MC) and tiles (PB_MR, two vectors) cut short.
+PACKED = (131, 2100, 300)
+
+
+@pytest.mark.parametrize("gemm", ["packed", "blas"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+def test_large_products_equal_numpy_with_packed_kernels_and_blas(layout, dtype, gemm,
+                                                                 monkeypatch):
+    """``PULLBACK_GEMM`` picks the runtime's packed kernels (where the CPU has AVX-512)
+    or BLAS; the first call of a module reads it."""
+    monkeypatch.setenv("PULLBACK_GEMM", gemm)
+    fn, shapes, _ = LAYOUTS[layout]
+    m, n, k = PACKED
+    a, b = _operands(shapes(m + (gemm == "blas"), n, k), dtype)
+    got, source = _native(fn, a, b)
+    assert "pb_gemm_packed_" in source and "cblas_" in source
+    _assert_close(got, a, b, fn)
+    acc = _operands([(m + (gemm == "blas"), n)], dtype)[0]
+    total = pb.jit(lambda acc, a, b: acc + fn(a, b), backend="c")(acc, a, b)
+    want = acc.astype(np.float64) + fn(a.astype(np.float64), b.astype(np.float64))
+    np.testing.assert_allclose(total, want, rtol=1e-3 if dtype == "float32" else 1e-10,
+                               atol=1e-3 if dtype == "float32" else 1e-10)
