@@ -35,6 +35,8 @@ from .loop_print import format_module
 from .lower import lower_module
 
 RUNTIME = (Path(__file__).parent / "runtime.h").read_text()
+#: The runtime library every module links (routines too large to compile into each).
+KERNELS = (Path(__file__).parent / "kernels.c").read_text()
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 choose_blas_core()
 
@@ -444,5 +446,6 @@ def compile_func(func: Func) -> Compiled:
         print(src.loops)
     if "c" in dump:
         print(src.text)
-    built = build_module(src.text, src.name, headers={"runtime.h": RUNTIME})
+    built = build_module(src.text, src.name, headers={"runtime.h": RUNTIME},
+                         libraries={"pbkernels": KERNELS})
     return Compiled(func, built, src.checks, src.prints, src.text)

@@ -101,9 +101,11 @@ def warn_no_compiler_once() -> None:
 
 
 def build_module(source: str, module_name: str, *,
-                 headers: Mapping[str, str] | None = None) -> ModuleType:
+                 headers: Mapping[str, str] | None = None,
+                 libraries: Mapping[str, str] | None = None) -> ModuleType:
     """Compile source (which defines PyInit_<module_name>) and import it, or take it from
-    the cache; headers (file name -> text) are written beside the source."""
+    the cache; headers (file name -> text) are written beside the source; libraries
+    (name -> C source) are shared libraries the module links, each built once."""
     headers = dict(headers or {})
     _check_names(module_name, headers)
     found = _compiler()
@@ -111,7 +113,11 @@ def build_module(source: str, module_name: str, *,
         raise NoCompilerError(_no_compiler_message(),
                               hint="install gcc or clang, or set PULLBACK_CC to a C compiler")
     argv, version = found
-    cflags, ldflags = _cflags(), _ldflags()
+    cflags = _cflags()
+    linked = [_library(argv, version, tuple(cflags), name, text)
+              for name, text in sorted((libraries or {}).items())]
+    ldflags = [*(str(p) for p in linked), *(f"-Wl,-rpath,{p.parent}" for p in linked[:1]),
+               *_ldflags()]
     key = cache.key(source, sorted(headers.items()), argv, version, cflags, ldflags,
                     module_name, numpy.__version__, sysconfig.get_config_var("EXT_SUFFIX"),
                     _cpu_id())
@@ -123,6 +129,23 @@ def build_module(source: str, module_name: str, *,
                  headers, out)
 
     return cache.load(key, module_name, build)
+
+
+def _library(argv: tuple[str, ...], version: str, cflags: tuple[str, ...], name: str,
+             source: str) -> Path:
+    """The shared library ``lib<name>`` built from source and cached (its file name, with
+    the key, is also its soname: the modules linking it find it through an rpath)."""
+    key = cache.key("library", name, source, argv, version, cflags, _cpu_id())
+    soname = f"lib{name}-{key}.so"
+
+    def build(out: Path) -> None:
+        accepted, _ = _probed(argv, version, cflags)
+        install = f"-Wl,-install_name,@rpath/{soname}" if platform.system() == "Darwin" \
+            else f"-Wl,-soname,{soname}"
+        _compile([*argv, *accepted, "-ffp-contract=fast", install], [], source,
+                 f"lib{name}", {}, out)
+
+    return cache.entry(key, f"lib{name}.so", build)
 
 
 def _no_compiler_message() -> str:

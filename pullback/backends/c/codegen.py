@@ -288,9 +288,9 @@ class _C(ExprPrinter):
         lda, ldb = (m if s.trans_a else k), (k if s.trans_b else n)
         beta = "1.0" if s.accumulate else "0.0"
         # the runtime's packed kernels where BLAS's are narrower than the CPU's vectors
-        self.line(f"if (pb_packed_gemm()) {loop}{{ if (pb_gemm_packed_{s.dtype.name}(ctx, {m}, "
-                  f"{n}, {k}, {a}, {int(s.trans_a)}, {b}, {int(s.trans_b)}, {c}, "
-                  f"{int(s.accumulate)})) goto fail; }}")
+        self.line(f"if (pb_packed_gemm()) {loop}{{ if (pb_gemm_packed_{s.dtype.name}({m}, {n}, "
+                  f"{k}, {a}, {int(s.trans_a)}, {b}, {int(s.trans_b)}, {c}, "
+                  f"{int(s.accumulate)})) goto oom; }}")
         self.line(f"else {loop}{fn}(CblasRowMajor, {ta}, {tb}, {m}, {n}, {k}, 1.0, {a}, "
                   f"{lda}, {b}, {ldb}, {beta}, {c}, {n});")
 

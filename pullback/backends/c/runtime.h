@@ -527,22 +527,20 @@ PB_DEFINE_GEMM(float64, double)
 PB_DEFINE_GEMM(int32, int32_t)
 PB_DEFINE_GEMM(int64, int64_t)
 
-/* Large float products on CPUs with 32 vector registers (AVX-512), for when OpenBLAS runs
- * narrower kernels than the CPU has (its dispatch gives AMD's AVX-512 processors AVX2
- * kernels; OPENBLAS_CORETYPE may pin them too).  The classic blocked algorithm: a block
- * of B (PB_KC rows, PB_NC columns) is packed into panels of two vectors' columns, a block
- * of A (PB_MC rows) into panels of PB_MR rows, both zero-padded; a register tile of PB_MR
- * rows by two vectors accumulates each panel pair's product over the block's depth, each
- * A element broadcast against a row of the B panel.  Threads share the B panels of a
- * block.  Returns nonzero when the packing buffers cannot be allocated. */
-#define PB_MR 12
-#define PB_KC 256
-#define PB_MC 120
-#define PB_NC 2048
-extern char *scipy_openblas_get_corename(void);
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC pop_options
+#endif
 
-/* Whether large float products use pb_gemm_packed_* rather than BLAS: unless
- * PULLBACK_GEMM says "packed" or "blas", when OpenBLAS did not pick AVX-512 kernels. */
+/* Large float products: the packed kernels of the runtime library (kernels.c, built once
+ * and linked), where OpenBLAS did not pick kernels as wide as the CPU's vectors: its
+ * dispatch gives AMD's AVX-512 processors AVX2 kernels, and OPENBLAS_CORETYPE may pin
+ * narrower ones.  PULLBACK_GEMM=packed or =blas decides instead. */
+extern char *scipy_openblas_get_corename(void);
+int pb_gemm_packed_float32(int64_t m, int64_t n, int64_t k, const float *a, int ta,
+                           const float *b, int tb, float *c, int acc);
+int pb_gemm_packed_float64(int64_t m, int64_t n, int64_t k, const double *a, int ta,
+                           const double *b, int tb, double *c, int acc);
+
 static int pb_packed_gemm(void) {
 #if defined(__AVX512F__)
     static int use = -1;
@@ -559,95 +557,5 @@ static int pb_packed_gemm(void) {
     return 0;
 #endif
 }
-
-#define PB_DEFINE_PACKED_GEMM(S, T)                                                       \
-    static inline __attribute__((always_inline)) void pb_micro_##S(                       \
-            int64_t kc, const T *ap, const T *bp, T *c, int64_t ldc, int64_t rows,        \
-            int64_t cols, int add) {                                                      \
-        enum { L = PB_LANES_##S };                                                        \
-        pb_vec_##S t[PB_MR][2] = {{{0}}};                                                 \
-        for (int64_t p = 0; p < kc; p++) {                                                \
-            const pb_vec_##S b0 = ((const pb_vec_##S *)(bp + p * 2 * L))[0];              \
-            const pb_vec_##S b1 = ((const pb_vec_##S *)(bp + p * 2 * L))[1];              \
-            _Pragma("GCC unroll 12")                                                      \
-            for (int r = 0; r < PB_MR; r++) {                                             \
-                const T a = ap[p * PB_MR + r];                                            \
-                t[r][0] += a * b0;                                                        \
-                t[r][1] += a * b1;                                                        \
-            }                                                                             \
-        }                                                                                 \
-        if (rows == PB_MR && cols == 2 * L) {                                             \
-            _Pragma("GCC unroll 12")                                                      \
-            for (int r = 0; r < PB_MR; r++) {                                             \
-                pb_vec_##S *cp = (pb_vec_##S *)(c + r * ldc);                             \
-                cp[0] = add ? cp[0] + t[r][0] : t[r][0];                                  \
-                cp[1] = add ? cp[1] + t[r][1] : t[r][1];                                  \
-            }                                                                             \
-            return;                                                                       \
-        }                                                                                 \
-        for (int64_t r = 0; r < rows; r++) {                                              \
-            const T *tr = (const T *)t[r];                                                \
-            for (int64_t j = 0; j < cols; j++)                                            \
-                c[r * ldc + j] = add ? c[r * ldc + j] + tr[j] : tr[j];                    \
-        }                                                                                 \
-    }                                                                                     \
-    static int pb_gemm_packed_##S(pb_ctx *ctx, int64_t m, int64_t n, int64_t k,           \
-                                  const T *a, int ta, const T *b, int tb, T *c, int acc) { \
-        enum { L = PB_LANES_##S, NR = 2 * PB_LANES_##S };                                 \
-        const int64_t ars = ta ? 1 : k, acs = ta ? m : 1, brs = tb ? 1 : n, bcs = tb ? k : 1; \
-        T *ap = (T *)pb_alloc(ctx, PB_MC * PB_KC * sizeof(T));                            \
-        T *bp = (T *)pb_alloc(ctx, (PB_NC + NR) * PB_KC * sizeof(T));                     \
-        if (!ap || !bp) return pb_fail(ctx, "MemoryError", "out of memory");             \
-        for (int64_t jc = 0; jc < n; jc += PB_NC) {                                       \
-            const int64_t nc = n - jc < PB_NC ? n - jc : PB_NC;                           \
-            for (int64_t pc = 0; pc < k; pc += PB_KC) {                                   \
-                const int64_t kc = k - pc < PB_KC ? k - pc : PB_KC;                       \
-                const int add = acc || pc > 0;                                            \
-                for (int64_t jp = 0; jp < nc; jp += NR) {                                 \
-                    T *panel = bp + jp * kc;                                              \
-                    const int64_t w = nc - jp < NR ? nc - jp : NR;                        \
-                    if (bcs == 1)  /* read along B's rows, whichever way they run */   \
-                        for (int64_t p = 0; p < kc; p++)                                  \
-                            for (int64_t j = 0; j < NR; j++)                              \
-                                panel[p * NR + j] = j < w ? b[(pc + p) * brs + jc + jp + j] : 0; \
-                    else                                                                  \
-                        for (int64_t j = 0; j < NR; j++)                                  \
-                            for (int64_t p = 0; p < kc; p++)                              \
-                                panel[p * NR + j] = j < w ? b[pc + p + (jc + jp + j) * bcs] : 0; \
-                }                                                                         \
-                for (int64_t ic = 0; ic < m; ic += PB_MC) {                               \
-                    const int64_t mc = m - ic < PB_MC ? m - ic : PB_MC;                   \
-                    for (int64_t ip = 0; ip < mc; ip += PB_MR) {                          \
-                        T *panel = ap + ip * kc;                                          \
-                        const int64_t h = mc - ip < PB_MR ? mc - ip : PB_MR;              \
-                        const T *src = a + (ic + ip) * ars + pc * acs;                \
-                        if (ars == 1)                                                     \
-                            for (int64_t p = 0; p < kc; p++)                              \
-                                for (int64_t r = 0; r < PB_MR; r++)                       \
-                                    panel[p * PB_MR + r] = r < h ? src[p * acs + r] : 0;  \
-                        else                                                              \
-                            for (int64_t r = 0; r < PB_MR; r++)                           \
-                                for (int64_t p = 0; p < kc; p++)                          \
-                                    panel[p * PB_MR + r] = r < h ? src[r * ars + p] : 0;  \
-                    }                                                                     \
-                    _Pragma("omp parallel for schedule(static) if(mc * nc * kc > 1 << 20)") \
-                    for (int64_t jp = 0; jp < nc; jp += NR)                               \
-                        for (int64_t ip = 0; ip < mc; ip += PB_MR)                        \
-                            pb_micro_##S(kc, ap + ip * kc, bp + jp * kc,                  \
-                                         c + (ic + ip) * n + jc + jp, n,                  \
-                                         mc - ip < PB_MR ? mc - ip : PB_MR,               \
-                                         nc - jp < NR ? nc - jp : NR, add);               \
-                }                                                                         \
-            }                                                                             \
-        }                                                                                 \
-        pb_free(ctx, ap);                                                                 \
-        pb_free(ctx, bp);                                                                 \
-        return 0;                                                                         \
-    }
-PB_DEFINE_PACKED_GEMM(float32, float)
-PB_DEFINE_PACKED_GEMM(float64, double)
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC pop_options
-#endif
 
 #endif

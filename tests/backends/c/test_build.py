@@ -218,3 +218,34 @@ def test_no_compiler(cache_dir, monkeypatch):
 def test_bad_names_are_refused(name, headers):
     with pytest.raises(ValueError):
         build.build_module("", name, headers=headers)
+
+
+_TWICE = r"""
+double pb_t_twice(double x);
+static PyObject *f(PyObject *self, PyObject *args) {
+    double x;
+    if (!PyArg_ParseTuple(args, "d", &x)) return NULL;
+    return PyFloat_FromDouble(pb_t_twice(x));
+}
+"""
+
+
+@needs_cc
+def test_a_library_is_built_once_and_linked_by_each_module(cache_dir):
+    """Modules link a shared library (pullback's runtime kernels) built once into the
+    cache; a damaged library entry is rebuilt."""
+    lib = {"pbtwice": "double pb_t_twice(double x) { return 2 * x; }\n"}
+    first = build.build_module(module_source("pb_t_lib1", "", _TWICE), "pb_t_lib1",
+                               libraries=lib)
+    assert first.f(1.25) == 2.5
+    (so,) = cache_dir.glob("libpbtwice-*.so")
+    built = so.stat().st_mtime_ns
+    second = build.build_module(module_source("pb_t_lib2", "", _TWICE), "pb_t_lib2",
+                                libraries=lib)
+    assert second.f(4.0) == 8.0 and so.stat().st_mtime_ns == built
+    data = so.read_bytes()
+    so.unlink()  # a new file: the loaded library's pages stay mapped
+    so.write_bytes(data[:100])
+    third = build.build_module(module_source("pb_t_lib3", "", _TWICE), "pb_t_lib3",
+                               libraries=lib)
+    assert third.f(-1.0) == -2.0 and so.stat().st_size > 100

@@ -1,0 +1,124 @@
+/* pullback's runtime library: routines too large to compile into every module, built
+ * once per compiler and flags (with -ffp-contract=fast: products multiply and add in one
+ * rounding, as BLAS does) and linked by each module.
+ *
+ * Large float products C (+)= op(A) op(B), row-major (A is k x m when ta, B is n x k when
+ * tb), by the classic blocked algorithm: a block of B (PB_KC rows, PB_NC columns) is
+ * packed into panels two vectors wide, a block of A (PB_MC rows) into panels of PB_MR
+ * rows, both zero-padded; a register tile of PB_MR rows by two vectors (24 of the 32
+ * vector registers AVX-512 has) accumulates each pair of panels' product over the block's
+ * depth, each A element broadcast against a row of the B panel.  Threads share the B
+ * panels of a block.  The packing buffers are kept per thread.  Returns nonzero when they
+ * cannot be allocated. */
+
+#define _POSIX_C_SOURCE 200112L /* posix_memalign */
+#include <stdint.h>
+#include <stdlib.h>
+
+#define PB_MR 12
+#define PB_KC 256
+#define PB_MC 120
+#define PB_NC 2048
+
+/* A buffer of at least n bytes, kept for the thread's later calls. */
+static void *pb_scratch(void **slot, size_t *have, size_t n) {
+    if (*have < n) {
+        free(*slot);
+        *have = 0;
+        if (posix_memalign(slot, 64, n) != 0) {
+            *slot = NULL;
+            return NULL;
+        }
+        *have = n;
+    }
+    return *slot;
+}
+
+#define PB_DEFINE_PACKED_GEMM(S, T)                                                       \
+    typedef T pb_vec_##S __attribute__((vector_size(64), aligned(sizeof(T))));            \
+    enum { PB_NR_##S = 2 * 64 / (int)sizeof(T) };                                         \
+    static inline __attribute__((always_inline)) void pb_micro_##S(                       \
+            int64_t kc, const T *ap, const T *bp, T *c, int64_t ldc, int64_t rows,        \
+            int64_t cols, int add) {                                                      \
+        pb_vec_##S t[PB_MR][2] = {{{0}}};                                                 \
+        for (int64_t p = 0; p < kc; p++) {                                                \
+            const pb_vec_##S b0 = ((const pb_vec_##S *)(bp + p * PB_NR_##S))[0];          \
+            const pb_vec_##S b1 = ((const pb_vec_##S *)(bp + p * PB_NR_##S))[1];          \
+            _Pragma("GCC unroll 12")                                                      \
+            for (int r = 0; r < PB_MR; r++) {                                             \
+                const T a = ap[p * PB_MR + r];                                            \
+                t[r][0] += a * b0;                                                        \
+                t[r][1] += a * b1;                                                        \
+            }                                                                             \
+        }                                                                                 \
+        if (rows == PB_MR && cols == PB_NR_##S) {                                         \
+            _Pragma("GCC unroll 12")                                                      \
+            for (int r = 0; r < PB_MR; r++) {                                             \
+                pb_vec_##S *cp = (pb_vec_##S *)(c + r * ldc);                             \
+                cp[0] = add ? cp[0] + t[r][0] : t[r][0];                                  \
+                cp[1] = add ? cp[1] + t[r][1] : t[r][1];                                  \
+            }                                                                             \
+            return;                                                                       \
+        }                                                                                 \
+        for (int64_t r = 0; r < rows; r++) {                                              \
+            const T *tr = (const T *)t[r];                                                \
+            for (int64_t j = 0; j < cols; j++)                                            \
+                c[r * ldc + j] = add ? c[r * ldc + j] + tr[j] : tr[j];                    \
+        }                                                                                 \
+    }                                                                                     \
+    int pb_gemm_packed_##S(int64_t m, int64_t n, int64_t k, const T *a, int ta,           \
+                           const T *b, int tb, T *c, int acc) {                           \
+        enum { NR = PB_NR_##S };                                                          \
+        static _Thread_local void *a_buf, *b_buf;                                         \
+        static _Thread_local size_t a_have, b_have;                                       \
+        const int64_t ars = ta ? 1 : k, acs = ta ? m : 1, brs = tb ? 1 : n, bcs = tb ? k : 1; \
+        T *ap = (T *)pb_scratch(&a_buf, &a_have, PB_MC * PB_KC * sizeof(T));              \
+        T *bp = (T *)pb_scratch(&b_buf, &b_have, (PB_NC + NR) * PB_KC * sizeof(T));       \
+        if (!ap || !bp) return 1;                                                         \
+        for (int64_t jc = 0; jc < n; jc += PB_NC) {                                       \
+            const int64_t nc = n - jc < PB_NC ? n - jc : PB_NC;                           \
+            for (int64_t pc = 0; pc < k; pc += PB_KC) {                                   \
+                const int64_t kc = k - pc < PB_KC ? k - pc : PB_KC;                       \
+                const int add = acc || pc > 0;                                            \
+                for (int64_t jp = 0; jp < nc; jp += NR) {                                 \
+                    T *panel = bp + jp * kc;                                              \
+                    const int64_t w = nc - jp < NR ? nc - jp : NR;                        \
+                    if (bcs == 1) /* read along B's rows, whichever way they run */       \
+                        for (int64_t p = 0; p < kc; p++)                                  \
+                            for (int64_t j = 0; j < NR; j++)                              \
+                                panel[p * NR + j] = j < w ? b[(pc + p) * brs + jc + jp + j] : 0; \
+                    else                                                                  \
+                        for (int64_t j = 0; j < NR; j++)                                  \
+                            for (int64_t p = 0; p < kc; p++)                              \
+                                panel[p * NR + j] = j < w ? b[pc + p + (jc + jp + j) * bcs] : 0; \
+                }                                                                         \
+                for (int64_t ic = 0; ic < m; ic += PB_MC) {                               \
+                    const int64_t mc = m - ic < PB_MC ? m - ic : PB_MC;                   \
+                    for (int64_t ip = 0; ip < mc; ip += PB_MR) {                          \
+                        T *panel = ap + ip * kc;                                          \
+                        const int64_t h = mc - ip < PB_MR ? mc - ip : PB_MR;              \
+                        const T *src = a + (ic + ip) * ars + pc * acs;                    \
+                        if (ars == 1)                                                     \
+                            for (int64_t p = 0; p < kc; p++)                              \
+                                for (int64_t r = 0; r < PB_MR; r++)                       \
+                                    panel[p * PB_MR + r] = r < h ? src[p * acs + r] : 0;  \
+                        else                                                              \
+                            for (int64_t r = 0; r < PB_MR; r++)                           \
+                                for (int64_t p = 0; p < kc; p++)                          \
+                                    panel[p * PB_MR + r] = r < h ? src[r * ars + p] : 0;  \
+                    }                                                                     \
+                    _Pragma("omp parallel for schedule(static) if(mc * nc * kc > 1 << 20)") \
+                    for (int64_t jp = 0; jp < nc; jp += NR)                               \
+                        for (int64_t ip = 0; ip < mc; ip += PB_MR)                        \
+                            pb_micro_##S(kc, ap + ip * kc, bp + jp * kc,                  \
+                                         c + (ic + ip) * n + jc + jp, n,                  \
+                                         mc - ip < PB_MR ? mc - ip : PB_MR,               \
+                                         nc - jp < NR ? nc - jp : NR, add);               \
+                }                                                                         \
+            }                                                                             \
+        }                                                                                 \
+        return 0;                                                                         \
+    }
+
+PB_DEFINE_PACKED_GEMM(float32, float)
+PB_DEFINE_PACKED_GEMM(float64, double)
