@@ -121,6 +121,7 @@ def _drive(name: str, args: argparse.Namespace) -> int:
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"workload": name, "quick": args.quick, "cpu": cpu_model(),
+                       "unit": _state["unit"],
                        "date": datetime.datetime.now().isoformat(timespec="seconds"),
                        "runs": {str(n): r for n, r in runs.items()}}, f, indent=1)
     return rc
@@ -277,8 +278,9 @@ def record(system: str, what: str, *, kind: str = "peer", first_s: float | None 
                first_s=first_s, median_s=median_s, min_s=min_s, reps=reps, err=err,
                note=note, contention=contention)
     _state["rows"].append(row)
+    unit = _state["unit"]
     print(f"  {system:<40} {what:<12} first={_num(first_s, 1)}s "
-          f"median={_num(median_s, _scale())}{_state['unit']} err={_num(err, 1, 'e')} {note}",
+          f"median={_num(median_s, _scale(unit))}{unit} err={_num(err, 1, 'e')} {note}",
           flush=True)
     return row
 
@@ -399,8 +401,8 @@ def finish(summary: str = "") -> None:
 
 # ------------------------------------------------------------------ tables
 
-def _scale() -> float:
-    return 1e6 if _state.get("unit") == "us" else 1e3
+def _scale(unit: str) -> float:
+    return 1e6 if unit == "us" else 1e3
 
 
 def _num(v: float | None, scale: float = 1.0, spec: str = "g") -> str:
@@ -420,36 +422,51 @@ def ratio(pb: dict, other: dict) -> float | None:
     return None
 
 
-def print_table(name: str, threads: int, run: dict, was_quick: bool) -> None:
-    """The rows as a markdown table, pullback / row in its own column, then a summary."""
-    u, sc = _state["unit"], _scale()
+def verdicts(run: dict) -> dict[str, dict]:
+    """Per measured quantity (``what``): pullback's row, the best peer's row and
+    pullback / it, and pullback / each bound."""
     rows = run["rows"]
-    ours = {}
-    for r in rows:
-        if r["kind"] == "pullback" and not r["note"].startswith("FAILED"):
-            ours.setdefault(r["what"], r)
-    print(f"\n### {name} - threads={threads}{' (quick)' if was_quick else ''}\n")
-    print(f"| system | what | first call (s) | median ({u}) | min ({u}) | reps | "
-          "rel err vs f64 | pullback / this | note |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|---|")
-    for r in rows:
-        pb = ours.get(r["what"])
-        x = None if pb is None or r["kind"] == "pullback" else ratio(pb, r)
-        print(f"| {r['system']} | {r['what']} | {_num(r['first_s'])} | "
-              f"{_num(r['median_s'], sc)} | {_num(r['min_s'], sc)} | "
-              f"{r['reps'] if r['reps'] else '-'} | {_num(r['err'], 1, 'e')} | "
-              f"{'-' if x is None else f'{x:.2f}'} | {r['note'].replace('|', '/')} |")
-    print()
-    for what, pb in ours.items():
-        parts = [f"pullback/bound = {ratio(pb, r):.2f} ({r['system']})" for r in rows
-                 if r["kind"] == "bound" and r["what"] == what and ratio(pb, r) is not None]
+    out: dict[str, dict] = {}
+    for pb in rows:
+        if pb["kind"] != "pullback" or pb["note"].startswith("FAILED") or pb["what"] in out:
+            continue
+        what = pb["what"]
         peers = [r for r in rows if r["kind"] == "peer" and r["what"] == what
                  and ratio(pb, r) is not None]
-        if peers:
-            best = max(peers, key=lambda r: ratio(pb, r))
-            parts.append(f"pullback/best peer = {ratio(pb, best):.2f} ({best['system']})")
+        best = max(peers, key=lambda r: ratio(pb, r)) if peers else None
+        out[what] = {"pb": pb, "peer": best, "peer_ratio": best and ratio(pb, best),
+                     "bounds": [(r["system"], ratio(pb, r)) for r in rows
+                                if r["kind"] == "bound" and r["what"] == what
+                                and ratio(pb, r) is not None]}
+    return out
+
+
+def table(name: str, threads: int, run: dict, was_quick: bool, unit: str = "ms") -> str:
+    """The rows as a markdown table, pullback / row in its own column, then a summary."""
+    sc = _scale(unit)
+    rows = run["rows"]
+    found = verdicts(run)
+    lines = [f"### {name} - threads={threads}{' (quick)' if was_quick else ''}", "",
+             f"| system | what | first call (s) | median ({unit}) | min ({unit}) | reps | "
+             "rel err vs f64 | pullback / this | note |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---|"]
+    for r in rows:
+        pb = found.get(r["what"], {}).get("pb")
+        x = None if pb is None or r["kind"] == "pullback" else ratio(pb, r)
+        lines.append(f"| {r['system']} | {r['what']} | {_num(r['first_s'])} | "
+                     f"{_num(r['median_s'], sc)} | {_num(r['min_s'], sc)} | "
+                     f"{r['reps'] if r['reps'] else '-'} | {_num(r['err'], 1, 'e')} | "
+                     f"{'-' if x is None else f'{x:.2f}'} | {r['note'].replace('|', '/')} |")
+    lines.append("")
+    for what, v in found.items():
+        parts = [f"pullback/bound = {x:.2f} ({system})" for system, x in v["bounds"]]
+        if v["peer"] is not None:
+            parts.append(f"pullback/best peer = {v['peer_ratio']:.2f} ({v['peer']['system']})")
         if parts:
-            print(f"- {what}: " + "; ".join(parts))
-    for t in dict.fromkeys(run["notes"]):
-        print(f"- {t}")
-    print(flush=True)
+            lines.append(f"- {what}: " + "; ".join(parts))
+    lines += [f"- {t}" for t in dict.fromkeys(run["notes"])]
+    return "\n".join(lines) + "\n"
+
+
+def print_table(name: str, threads: int, run: dict, was_quick: bool) -> None:
+    print("\n" + table(name, threads, run, was_quick, _state["unit"]), flush=True)
