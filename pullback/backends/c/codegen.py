@@ -12,37 +12,8 @@ import math
 import numpy as np
 
 from ...ir.types import DType, StackType
-from .loop_ir import (
-    Addr,
-    Alloc,
-    Break,
-    Call,
-    Cast,
-    Const,
-    Copy,
-    Decl,
-    Failed,
-    Forever,
-    Free,
-    Gemm,
-    If,
-    Loop,
-    LoopFunc,
-    LoopModule,
-    Move,
-    Op,
-    Pointer,
-    Print,
-    Raise,
-    Range,
-    Runtime,
-    Scope,
-    Set,
-    Skip,
-    Stmt,
-    Unsupported,
-    ctype,
-)
+from . import loop_ir as L
+from .loop_ir import Unsupported, ctype
 from .loop_print import ExprPrinter
 
 BLAS_PREFIX = "scipy_"
@@ -124,7 +95,7 @@ def _string(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def _pragma(s: Loop) -> str:
+def _pragma(s: L.Loop) -> str:
     kind = {"parallel simd": "parallel for simd schedule(static)",
             "parallel": "parallel for schedule(static)", "simd": "simd"}[s.pragma]
     return " ".join(["#pragma omp", kind, *s.reductions])
@@ -140,10 +111,10 @@ class _C(ExprPrinter):
 
     # -- expressions ------------------------------------------------------------------
 
-    def const(self, e: Const) -> str:
+    def const(self, e: L.Const) -> str:
         return c_literal(e.value, e.dtype)
 
-    def op(self, e: Op) -> str:
+    def op(self, e: L.Op) -> str:
         args = [self.expr(a) for a in e.args]
         if e.name == "select":
             return f"({args[0]} ? {args[1]} : {args[2]})"
@@ -153,18 +124,18 @@ class _C(ExprPrinter):
             return _unary(e.name, args[0], e.dtype)
         return _binary(e.name, args[0], args[1], e.dtype)
 
-    def cast(self, e: Cast) -> str:
+    def cast(self, e: L.Cast) -> str:
         x = self.expr(e.x)
         return f"(({e.ctype}){x})" if x.isidentifier() else f"(({e.ctype})({x}))"
 
-    def addr(self, e: Addr) -> str:
-        if isinstance(e.x, Const):
+    def addr(self, e: L.Addr) -> str:
+        if isinstance(e.x, L.Const):
             return f"(&(const {ctype(e.x.dtype)}){{{self.expr(e.x)}}})"
         return f"(&{self.expr(e.x)})"
 
     # -- statements -------------------------------------------------------------------
 
-    def nested(self, head: str, body: list[Stmt], tail: str = "}") -> None:
+    def nested(self, head: str, body: list[L.Stmt], tail: str = "}") -> None:
         self.line(head)
         self.depth += 1
         self.block(body)
@@ -172,36 +143,36 @@ class _C(ExprPrinter):
         if tail:
             self.line(tail)
 
-    def block(self, stmts: list[Stmt]) -> None:
+    def block(self, stmts: list[L.Stmt]) -> None:
         for s in stmts:
             self.stmt(s)
 
-    def stmt(self, s: Stmt) -> None:  # noqa: C901 - one case per statement kind
+    def stmt(self, s: L.Stmt) -> None:  # noqa: C901 - one case per statement kind
         e = self.expr
-        if isinstance(s, Decl):
+        if isinstance(s, L.Decl):
             init = e(s.init) if s.init is not None else \
                 ("NULL" if s.ctype.endswith("*") else "0")
             sep = "" if s.ctype.endswith("*") else " "
             self.line(f"{s.ctype}{sep}{s.name} = {init};")
-        elif isinstance(s, Set):
+        elif isinstance(s, L.Set):
             self.line(f"{e(s.target)} {s.op} {e(s.value)};")
-        elif isinstance(s, Alloc):
+        elif isinstance(s, L.Alloc):
             if s.arena:
                 self.line(f"{s.ctype} *{s.name} = ({s.ctype} *)(pb_arena + {s.offset}); "
                           f"PB_LIVE({s.name}, {max(s.count, 1)} * sizeof({s.ctype}));")
             else:
                 self.line(f"{s.ctype} *{s.name} = ({s.ctype} *)pb_alloc(ctx, "
                           f"{max(s.count, 1)} * sizeof({s.ctype})); if (!{s.name}) goto oom;")
-        elif isinstance(s, Free):
+        elif isinstance(s, L.Free):
             self.line(f"PB_DEAD({s.name}, {s.arena_bytes});" if s.arena_bytes else
                       f"pb_free(ctx, {s.name});")
-        elif isinstance(s, Pointer):
+        elif isinstance(s, L.Pointer):
             const = "const " if s.const else ""
             self.line(f"{const}{s.ctype} *{s.name} = "
                       f"{e(s.value) if s.value is not None else 'NULL'};")
-        elif isinstance(s, Move):
+        elif isinstance(s, L.Move):
             self.line(f"{e(s.dest)} = {e(s.src)};")
-        elif isinstance(s, Copy):
+        elif isinstance(s, L.Copy):
             size = f"{s.count} * sizeof({s.ctype})"
             if not s.fresh:
                 self.line(f"memcpy({s.dest}, {e(s.src)}, {size});")
@@ -209,39 +180,39 @@ class _C(ExprPrinter):
             decl = f"{s.ctype} *" if s.declare else ""
             self.line(f"{decl}{s.dest} = ({s.ctype} *)pb_copy(ctx, {e(s.src)}, {size});")
             self.line(f"if (!{s.dest}) goto oom;")
-        elif isinstance(s, Loop):
+        elif isinstance(s, L.Loop):
             if s.pragma:
                 self.line(_pragma(s))
             step = f"{s.var}++" if s.step == 1 else f"{s.var} += {s.step}"
             head = f"for (int64_t {s.var} = {e(s.start)}; {s.var} < {e(s.stop)}; {step})"
-            if len(s.body) == 1 and isinstance(s.body[0], Set):
+            if len(s.body) == 1 and isinstance(s.body[0], L.Set):
                 self.depth, depth = 0, self.depth
                 self.stmt(s.body[0])
                 self.depth = depth
                 self.line(f"{head} {self.lines.pop()}")
             else:
                 self.nested(head + " {", s.body)
-        elif isinstance(s, Range):
+        elif isinstance(s, L.Range):
             i, h, st = s.var, e(s.hi), e(s.step)
             self.nested(f"for ({s.ctype} {i} = {e(s.lo)}; {st} > 0 ? {i} < {h} : {i} > {h}; "
                         f"{i} += {st}) {{", s.body)
-        elif isinstance(s, Forever):
+        elif isinstance(s, L.Forever):
             self.nested("for (;;) {", s.body)
-        elif isinstance(s, Break):
+        elif isinstance(s, L.Break):
             self.line(f"if (!({e(s.cond)})) break;")
-        elif isinstance(s, Skip):
+        elif isinstance(s, L.Skip):
             self.line(f"if ({e(s.cond)}) continue;")
-        elif isinstance(s, If):
+        elif isinstance(s, L.If):
             if s.orelse is None:
                 self.nested(f"if ({e(s.cond)}) {{", s.then)
             else:
                 self.nested(f"if ({e(s.cond)}) {{", s.then, tail="")
                 self.nested("} else {", s.orelse)
-        elif isinstance(s, Scope):
+        elif isinstance(s, L.Scope):
             self.nested("{", s.body)
-        elif isinstance(s, Gemm):
+        elif isinstance(s, L.Gemm):
             self.gemm(s)
-        elif isinstance(s, Runtime):
+        elif isinstance(s, L.Runtime):
             call = f"{s.name}({', '.join(e(a) for a in s.args)})"
             if s.fault is None:
                 self.line(call + ";")
@@ -250,19 +221,19 @@ class _C(ExprPrinter):
             else:
                 self.line(f"if ({call}) {{ pb_fail(ctx, {_string(s.fault[0])}, "
                           f"{_string(s.fault[1])}); goto fail; }}")
-        elif isinstance(s, Call):
+        elif isinstance(s, L.Call):
             args = "".join(f", {e(a)}" for a in s.args)
             self.line(f"if ({s.func}(ctx{args})) goto fail;")
-        elif isinstance(s, Raise):
+        elif isinstance(s, L.Raise):
             args = "".join(f", (long long){e(a)}" for a in s.args)
             self.line(f"{{ snprintf(ctx->msg, sizeof ctx->msg, {_string(s.fmt)}{args}); "
                       f"ctx->exc = {_string(s.exception)}; goto fail; }}")
-        elif isinstance(s, Failed):
+        elif isinstance(s, L.Failed):
             self.line(f"ctx->check_id = {s.check}; ctx->n_values = {len(s.values)};")
             for j, (is_float, v) in enumerate(s.values):
                 self.line(f"ctx->{'fvalues' if is_float else 'ivalues'}[{j}] = {e(v)};")
             self.line("goto fail;")
-        elif isinstance(s, Print):
+        elif isinstance(s, L.Print):
             ptrs = ", ".join(e(p) for p, _, _ in s.buffers) or "NULL"
             sizes = ", ".join(f"{n} * sizeof({ct})" for _, n, ct in s.buffers) or "0"
             self.line(f"{{ const void *pd[] = {{{ptrs}}}; const size_t ps[] = {{{sizes}}};")
@@ -271,7 +242,7 @@ class _C(ExprPrinter):
         else:
             raise TypeError(f"no C for {type(s).__name__}")
 
-    def gemm(self, s: Gemm) -> None:
+    def gemm(self, s: L.Gemm) -> None:
         e = self.expr
         m, n, k = s.m, s.n, s.k
         loop, a, b, c = "", e(s.a), e(s.b), e(s.c)
@@ -296,7 +267,7 @@ class _C(ExprPrinter):
 
     # -- functions ----------------------------------------------------------------------
 
-    def function(self, f: LoopFunc) -> str:
+    def function(self, f: L.LoopFunc) -> str:
         if f.arena:
             self.line(f"char *pb_arena = (char *)pb_alloc(ctx, {f.arena});")
             self.line(f"if (!pb_arena) goto oom; PB_DEAD(pb_arena, {f.arena});")
@@ -309,7 +280,7 @@ class _C(ExprPrinter):
         return "\n".join([prototype(f) + " {", *self.lines, "}", ""])
 
 
-def prototype(f: LoopFunc) -> str:
+def prototype(f: L.LoopFunc) -> str:
     """``static int name(pb_ctx *ctx, operands..., result pointers...)``: an operand array
     is a const pointer, a result array the caller's buffer (entry) or a pointer to one the
     callee allocates."""
@@ -328,7 +299,7 @@ def prototype(f: LoopFunc) -> str:
     return f"static int {f.name}(pb_ctx *ctx" + "".join(f", {p}" for p in params) + ")"
 
 
-def generate(module: LoopModule) -> str:
+def generate(module: L.LoopModule) -> str:
     """The C text of a loop module: its constant tables, prototypes, then functions."""
     consts = [f"static const {ctype(dt)} {name}[] = "
               f"{{{', '.join(c_literal(v, dt) for v in values) or '0'}}};"
