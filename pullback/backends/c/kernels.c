@@ -2,18 +2,93 @@
  * once per compiler and flags (with -ffp-contract=fast: products multiply and add in one
  * rounding, as BLAS does) and linked by each module.
  *
- * Large float products C (+)= op(A) op(B), row-major (A is k x m when ta, B is n x k when
- * tb), by the classic blocked algorithm: a block of B (PB_KC rows, PB_NC columns) is
+ * Large float products (pb_gemm_packed_*) run by the classic blocked algorithm: a block of B (PB_KC rows, PB_NC columns) is
  * packed into panels two vectors wide, a block of A (PB_MC rows) into panels of PB_MR
  * rows, both zero-padded; a register tile of PB_MR rows by two vectors (24 of the 32
  * vector registers AVX-512 has) accumulates each pair of panels' product over the block's
  * depth, each A element broadcast against a row of the B panel.  Threads share the B
- * panels of a block.  The packing buffers are kept per thread.  Returns nonzero when they
- * cannot be allocated. */
+ * panels of a block.  The packing buffers are kept per thread.  They return nonzero when
+ * those cannot be allocated. */
 
 #define _POSIX_C_SOURCE 200112L /* posix_memalign */
 #include <stdint.h>
 #include <stdlib.h>
+
+/* Small row-major products C (+)= op(A) op(B) (m x n, k terms; A is k x m when ta, B is
+ * n x k when tb), for shapes where a BLAS call's packing and dispatch cost more than the
+ * arithmetic.  Each element sums its k products in T in order of k, as a vector lane of a
+ * register tile of 4 rows by one or two vectors of columns (each A element broadcast
+ * against a row of B).  A B that is not row-major, and the columns left over past the
+ * last whole vector, are first copied a panel of two vectors' columns (zero-padded) and
+ * PB_GEMM_DEPTH rows at a time into a row-major buffer; a narrow panel's tile goes to a
+ * local buffer before its columns are stored.  ``acc`` adds the product into C instead of
+ * overwriting it. */
+#define PB_GEMM_ROWS 4
+#define PB_GEMM_DEPTH 256
+#define PB_DEFINE_GEMM(S, T)                                                              \
+    typedef T pb_vec_##S __attribute__((vector_size(64), aligned(sizeof(T))));            \
+    enum { PB_LANES_##S = 64 / sizeof(T) };                                               \
+    static inline __attribute__((always_inline)) void pb_gemm_tile_##S(                   \
+            int64_t rows, int nv, int64_t k, const T *a, int64_t ars, int64_t acs,        \
+            const T *b, int64_t bs, T *c, int64_t n, int acc) {                           \
+        pb_vec_##S t[PB_GEMM_ROWS][2] = {{{0}}};                                          \
+        for (int64_t p = 0; p < k; p++) {                                                 \
+            const pb_vec_##S *bp = (const pb_vec_##S *)(b + p * bs);                      \
+            for (int64_t r = 0; r < rows; r++)                                            \
+                for (int v = 0; v < nv; v++) t[r][v] += a[r * ars + p * acs] * bp[v];     \
+        }                                                                                 \
+        for (int64_t r = 0; r < rows; r++)                                                \
+            for (int v = 0; v < nv; v++) {                                                \
+                pb_vec_##S *cp = (pb_vec_##S *)(c + r * n) + v;                           \
+                *cp = acc ? *cp + t[r][v] : t[r][v];                                      \
+            }                                                                             \
+    }                                                                                     \
+    void pb_gemm_##S(int64_t m, int64_t n, int64_t k, const T *a, int ta,   \
+                                   const T *b, int tb, T *c, int acc) {                   \
+        const int64_t ars = ta ? 1 : k, acs = ta ? m : 1, L = PB_LANES_##S;               \
+        const int64_t bs = tb ? 1 : n, bjs = tb ? k : 1;                                  \
+        int64_t j = 0;                                                                    \
+        if (!tb)                                                                          \
+            for (; j + L <= n; j += (j + 2 * L <= n ? 2 : 1) * L)                         \
+                for (int64_t i = 0; i < m; i += PB_GEMM_ROWS)                             \
+                    pb_gemm_tile_##S(m - i < PB_GEMM_ROWS ? m - i : PB_GEMM_ROWS,         \
+                                     j + 2 * L <= n ? 2 : 1, k, a + i * ars, ars, acs,    \
+                                     b + j, n, c + i * n + j, n, acc);                    \
+        T panel[PB_GEMM_DEPTH * 2 * PB_LANES_##S], part[PB_GEMM_ROWS * 2 * PB_LANES_##S]; \
+        for (; j < n; j += 2 * L) {                                                       \
+            const int64_t w = n - j < 2 * L ? n - j : 2 * L;                              \
+            for (int64_t p0 = 0; p0 < k; p0 += PB_GEMM_DEPTH) {                           \
+                const int64_t d = k - p0 < PB_GEMM_DEPTH ? k - p0 : PB_GEMM_DEPTH;        \
+                const int add = acc || p0 > 0;                                            \
+                for (int64_t p = 0; p < d; p++) {                                         \
+                    T *row = panel + p * 2 * L;                                           \
+                    const T *src = b + (p0 + p) * bs + j * bjs;                           \
+                    if (w == 2 * L)                                                       \
+                        for (int64_t jj = 0; jj < 2 * L; jj++) row[jj] = src[jj * bjs];   \
+                    else                                                                  \
+                        for (int64_t jj = 0; jj < 2 * L; jj++) row[jj] = jj < w ? src[jj * bjs] : 0; \
+                }                                                                         \
+                for (int64_t i = 0; i < m; i += PB_GEMM_ROWS) {                           \
+                    const int64_t rows = m - i < PB_GEMM_ROWS ? m - i : PB_GEMM_ROWS;     \
+                    const T *ai = a + i * ars + p0 * acs;                                 \
+                    T *ci = c + i * n + j;                                                \
+                    if (w == 2 * L) {                                                     \
+                        pb_gemm_tile_##S(rows, 2, d, ai, ars, acs, panel, 2 * L, ci, n, add); \
+                        continue;                                                         \
+                    }                                                                     \
+                    pb_gemm_tile_##S(rows, 2, d, ai, ars, acs, panel, 2 * L, part, 2 * L, 0); \
+                    for (int64_t r = 0; r < rows; r++)                                    \
+                        for (int64_t jj = 0; jj < w; jj++)                                \
+                            ci[r * n + jj] = add ? ci[r * n + jj] + part[r * 2 * L + jj]  \
+                                                 : part[r * 2 * L + jj];                  \
+                }                                                                         \
+            }                                                                             \
+        }                                                                                 \
+    }
+PB_DEFINE_GEMM(float32, float)
+PB_DEFINE_GEMM(float64, double)
+PB_DEFINE_GEMM(int32, int32_t)
+PB_DEFINE_GEMM(int64, int64_t)
 
 #define PB_MR 12
 #define PB_KC 256
@@ -35,7 +110,6 @@ static void *pb_scratch(void **slot, size_t *have, size_t n) {
 }
 
 #define PB_DEFINE_PACKED_GEMM(S, T)                                                       \
-    typedef T pb_vec_##S __attribute__((vector_size(64), aligned(sizeof(T))));            \
     enum { PB_NR_##S = 2 * 64 / (int)sizeof(T) };                                         \
     static inline __attribute__((always_inline)) void pb_micro_##S(                       \
             int64_t kc, const T *ap, const T *bp, T *c, int64_t ldc, int64_t rows,        \

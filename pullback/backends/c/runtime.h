@@ -445,91 +445,15 @@ PB_DEFINE_SORT(pb_sort_bool, uint8_t, PB_NEVER_NAN)
 PB_DEFINE_FACTORIZATIONS(float64, double, sqrt, fabs)
 PB_DEFINE_FACTORIZATIONS(float32, float, sqrtf, fabsf)
 
-/* Small row-major products C (+)= op(A) op(B) (m x n, k terms; A is k x m when ta, B is
- * n x k when tb), for shapes where a BLAS call's packing and dispatch cost more than the
- * arithmetic.  Each element sums its k products in T in order of k, as a vector lane of a
- * register tile of 4 rows by one or two vectors of columns (each A element broadcast
- * against a row of B).  A B that is not row-major, and the columns left over past the
- * last whole vector, are first copied a panel of two vectors' columns (zero-padded) and
- * PB_GEMM_DEPTH rows at a time into a row-major buffer; a narrow panel's tile goes to a
- * local buffer before its columns are stored.  ``acc`` adds the product into C instead of
- * overwriting it. */
-#define PB_GEMM_ROWS 4
-#define PB_GEMM_DEPTH 256
-/* The products' inner loops multiply and add in one rounding (FMA), as BLAS does: an ISO
- * C dialect turns contraction off by default, which halves their speed. */
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC push_options
-#pragma GCC optimize("fp-contract=fast")
-#endif
-#define PB_DEFINE_GEMM(S, T)                                                              \
-    typedef T pb_vec_##S __attribute__((vector_size(64), aligned(sizeof(T))));            \
-    enum { PB_LANES_##S = 64 / sizeof(T) };                                               \
-    static inline __attribute__((always_inline)) void pb_gemm_tile_##S(                   \
-            int64_t rows, int nv, int64_t k, const T *a, int64_t ars, int64_t acs,        \
-            const T *b, int64_t bs, T *c, int64_t n, int acc) {                           \
-        pb_vec_##S t[PB_GEMM_ROWS][2] = {{{0}}};                                          \
-        for (int64_t p = 0; p < k; p++) {                                                 \
-            const pb_vec_##S *bp = (const pb_vec_##S *)(b + p * bs);                      \
-            for (int64_t r = 0; r < rows; r++)                                            \
-                for (int v = 0; v < nv; v++) t[r][v] += a[r * ars + p * acs] * bp[v];     \
-        }                                                                                 \
-        for (int64_t r = 0; r < rows; r++)                                                \
-            for (int v = 0; v < nv; v++) {                                                \
-                pb_vec_##S *cp = (pb_vec_##S *)(c + r * n) + v;                           \
-                *cp = acc ? *cp + t[r][v] : t[r][v];                                      \
-            }                                                                             \
-    }                                                                                     \
-    static inline void pb_gemm_##S(int64_t m, int64_t n, int64_t k, const T *a, int ta,   \
-                                   const T *b, int tb, T *c, int acc) {                   \
-        const int64_t ars = ta ? 1 : k, acs = ta ? m : 1, L = PB_LANES_##S;               \
-        const int64_t bs = tb ? 1 : n, bjs = tb ? k : 1;                                  \
-        int64_t j = 0;                                                                    \
-        if (!tb)                                                                          \
-            for (; j + L <= n; j += (j + 2 * L <= n ? 2 : 1) * L)                         \
-                for (int64_t i = 0; i < m; i += PB_GEMM_ROWS)                             \
-                    pb_gemm_tile_##S(m - i < PB_GEMM_ROWS ? m - i : PB_GEMM_ROWS,         \
-                                     j + 2 * L <= n ? 2 : 1, k, a + i * ars, ars, acs,    \
-                                     b + j, n, c + i * n + j, n, acc);                    \
-        T panel[PB_GEMM_DEPTH * 2 * PB_LANES_##S], part[PB_GEMM_ROWS * 2 * PB_LANES_##S]; \
-        for (; j < n; j += 2 * L) {                                                       \
-            const int64_t w = n - j < 2 * L ? n - j : 2 * L;                              \
-            for (int64_t p0 = 0; p0 < k; p0 += PB_GEMM_DEPTH) {                           \
-                const int64_t d = k - p0 < PB_GEMM_DEPTH ? k - p0 : PB_GEMM_DEPTH;        \
-                const int add = acc || p0 > 0;                                            \
-                for (int64_t p = 0; p < d; p++) {                                         \
-                    T *row = panel + p * 2 * L;                                           \
-                    const T *src = b + (p0 + p) * bs + j * bjs;                           \
-                    if (w == 2 * L)                                                       \
-                        for (int64_t jj = 0; jj < 2 * L; jj++) row[jj] = src[jj * bjs];   \
-                    else                                                                  \
-                        for (int64_t jj = 0; jj < 2 * L; jj++) row[jj] = jj < w ? src[jj * bjs] : 0; \
-                }                                                                         \
-                for (int64_t i = 0; i < m; i += PB_GEMM_ROWS) {                           \
-                    const int64_t rows = m - i < PB_GEMM_ROWS ? m - i : PB_GEMM_ROWS;     \
-                    const T *ai = a + i * ars + p0 * acs;                                 \
-                    T *ci = c + i * n + j;                                                \
-                    if (w == 2 * L) {                                                     \
-                        pb_gemm_tile_##S(rows, 2, d, ai, ars, acs, panel, 2 * L, ci, n, add); \
-                        continue;                                                         \
-                    }                                                                     \
-                    pb_gemm_tile_##S(rows, 2, d, ai, ars, acs, panel, 2 * L, part, 2 * L, 0); \
-                    for (int64_t r = 0; r < rows; r++)                                    \
-                        for (int64_t jj = 0; jj < w; jj++)                                \
-                            ci[r * n + jj] = add ? ci[r * n + jj] + part[r * 2 * L + jj]  \
-                                                 : part[r * 2 * L + jj];                  \
-                }                                                                         \
-            }                                                                             \
-        }                                                                                 \
-    }
-PB_DEFINE_GEMM(float32, float)
-PB_DEFINE_GEMM(float64, double)
-PB_DEFINE_GEMM(int32, int32_t)
-PB_DEFINE_GEMM(int64, int64_t)
-
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC pop_options
-#endif
+/* Products: the runtime library's kernels (kernels.c, built once and linked): small
+ * products as register tiles, large float products packed. */
+#define PB_DECLARE_GEMM(S, T)                                                             \
+    void pb_gemm_##S(int64_t m, int64_t n, int64_t k, const T *a, int ta, const T *b,     \
+                     int tb, T *c, int acc);
+PB_DECLARE_GEMM(float32, float)
+PB_DECLARE_GEMM(float64, double)
+PB_DECLARE_GEMM(int32, int32_t)
+PB_DECLARE_GEMM(int64, int64_t)
 
 /* Large float products: the packed kernels of the runtime library (kernels.c, built once
  * and linked), where OpenBLAS did not pick kernels as wide as the CPU's vectors: its
