@@ -2,13 +2,14 @@
  * once per compiler and flags (with -ffp-contract=fast: products multiply and add in one
  * rounding, as BLAS does) and linked by each module.
  *
- * Large float products (pb_gemm_packed_*) run by the classic blocked algorithm: a block of B (PB_KC rows, PB_NC columns) is
- * packed into panels two vectors wide, a block of A (PB_MC rows) into panels of PB_MR
- * rows, both zero-padded; a register tile of PB_MR rows by two vectors (24 of the 32
- * vector registers AVX-512 has) accumulates each pair of panels' product over the block's
- * depth, each A element broadcast against a row of the B panel.  Threads share the B
- * panels of a block.  The packing buffers are kept per thread.  They return nonzero when
- * those cannot be allocated. */
+ * Large float products (pb_gemm_packed_*) run by the classic blocked algorithm: a block
+ * of A (PB_MC rows, PB_KC columns) is packed into panels of PB_MR rows, a block of B
+ * (PB_KC rows, PB_NC columns) into panels two vectors wide (unless its rows are B's own,
+ * which are read where they lie), both zero-padded; a register tile of PB_MR rows by two
+ * vectors (24 of the 32 vector registers AVX-512 has) accumulates each pair of panels'
+ * product over the block's depth, each A element broadcast against a row of the B panel.
+ * Threads share the B panels of a block.  The packing buffers are kept per thread; the
+ * products return nonzero when those cannot be allocated. */
 
 #define _POSIX_C_SOURCE 200112L /* posix_memalign */
 #include <stdint.h>
@@ -112,12 +113,12 @@ static void *pb_scratch(void **slot, size_t *have, size_t n) {
 #define PB_DEFINE_PACKED_GEMM(S, T)                                                       \
     enum { PB_NR_##S = 2 * 64 / (int)sizeof(T) };                                         \
     static inline __attribute__((always_inline)) void pb_micro_##S(                       \
-            int64_t kc, const T *ap, const T *bp, T *c, int64_t ldc, int64_t rows,        \
-            int64_t cols, int add) {                                                      \
+            int64_t kc, const T *ap, const T *bp, int64_t bs, T *c, int64_t ldc,          \
+            int64_t rows, int64_t cols, int add) {                                        \
         pb_vec_##S t[PB_MR][2] = {{{0}}};                                                 \
         for (int64_t p = 0; p < kc; p++) {                                                \
-            const pb_vec_##S b0 = ((const pb_vec_##S *)(bp + p * PB_NR_##S))[0];          \
-            const pb_vec_##S b1 = ((const pb_vec_##S *)(bp + p * PB_NR_##S))[1];          \
+            const pb_vec_##S b0 = ((const pb_vec_##S *)(bp + p * bs))[0];                 \
+            const pb_vec_##S b1 = ((const pb_vec_##S *)(bp + p * bs))[1];                 \
             _Pragma("GCC unroll 12")                                                      \
             for (int r = 0; r < PB_MR; r++) {                                             \
                 const T a = ap[p * PB_MR + r];                                            \
@@ -157,6 +158,7 @@ static void *pb_scratch(void **slot, size_t *have, size_t n) {
                 for (int64_t jp = 0; jp < nc; jp += NR) {                                 \
                     T *panel = bp + jp * kc;                                              \
                     const int64_t w = nc - jp < NR ? nc - jp : NR;                        \
+                    if (bcs == 1 && w == NR) continue; /* whole rows: read in place */    \
                     if (bcs == 1) /* read along B's rows, whichever way they run */       \
                         for (int64_t p = 0; p < kc; p++)                                  \
                             for (int64_t j = 0; j < NR; j++)                              \
@@ -182,12 +184,15 @@ static void *pb_scratch(void **slot, size_t *have, size_t n) {
                                     panel[p * PB_MR + r] = r < h ? src[r * ars + p] : 0;  \
                     }                                                                     \
                     _Pragma("omp parallel for schedule(static) if(mc * nc * kc > 1 << 20)") \
-                    for (int64_t jp = 0; jp < nc; jp += NR)                               \
+                    for (int64_t jp = 0; jp < nc; jp += NR) {                             \
+                        const int in_place = bcs == 1 && nc - jp >= NR;                   \
+                        const T *panel = in_place ? b + pc * brs + jc + jp : bp + jp * kc; \
                         for (int64_t ip = 0; ip < mc; ip += PB_MR)                        \
-                            pb_micro_##S(kc, ap + ip * kc, bp + jp * kc,                  \
+                            pb_micro_##S(kc, ap + ip * kc, panel, in_place ? brs : NR,    \
                                          c + (ic + ip) * n + jc + jp, n,                  \
                                          mc - ip < PB_MR ? mc - ip : PB_MR,               \
                                          nc - jp < NR ? nc - jp : NR, add);               \
+                    }                                                                     \
                 }                                                                         \
             }                                                                             \
         }                                                                                 \
