@@ -446,6 +446,8 @@ def compile_func(func: Func) -> Compiled:
         print(src.loops)
     if "c" in dump:
         print(src.text)
+    # only modules with products need the library (its one-time build takes a second)
+    libraries = {"pbkernels": KERNELS} if "pb_gemm_" in src.text else {}
     built = build_module(src.text, src.name, headers={"runtime.h": RUNTIME},
-                         libraries={"pbkernels": KERNELS})
+                         libraries=libraries)
     return Compiled(func, built, src.checks, src.prints, src.text)
