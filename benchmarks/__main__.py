@@ -18,7 +18,6 @@ import importlib.metadata
 import json
 import os
 import platform
-import re
 import subprocess
 import sys
 import tempfile
@@ -29,13 +28,13 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import _harness as H  # noqa: E402
+import results  # noqa: E402
 
 WORKLOADS = ("eltwise", "mlp", "rnn_loop", "while_ode", "scalar_loop", "dispatch",
              "cache_hit")
 PACKAGES = ("numpy", "scipy-openblas32", "jax", "jaxlib", "torch", "numba", "autograd")
 ENVIRONMENT = ("PULLBACK_NUM_THREADS", "PULLBACK_GEMM", "OPENBLAS_CORETYPE",
                "OMP_WAIT_POLICY")
-BEGIN, END = "<!-- workloads: python -m benchmarks -->", "<!-- /workloads -->"
 
 
 def main() -> int:
@@ -45,7 +44,7 @@ def main() -> int:
     p.add_argument("--threads", default=None, choices=["1", "2", "both"],
                    help="thread counts (default: both, or 1 with --quick)")
     p.add_argument("--systems", default=None, help="peers to run (the scripts' --only)")
-    p.add_argument("--results", default=str(HERE / "RESULTS.md"), help="markdown to write")
+    p.add_argument("--results", default=str(results.PATH), help="markdown to write")
     args = p.parse_args()
     names = [n for n in args.only.split(",") if n]
     unknown = sorted(set(names) - set(WORKLOADS))
@@ -61,7 +60,7 @@ def main() -> int:
             failed.append(name)
     text = _markdown(runs, args.quick, threads, time.perf_counter() - start)
     path = Path(args.results)
-    path.write_text(_merge(path.read_text() if path.exists() else "", text))
+    results.write_section("workloads", text, path)
     print(f"\nwrote {path} ({time.perf_counter() - start:.0f} s)"
           + (f"; failed: {', '.join(failed)}" if failed else ""))
     return 1 if failed else 0
@@ -86,7 +85,7 @@ def _run(name: str, quick: bool, threads: str, systems: str | None) -> tuple[dic
 
 def _markdown(runs: dict[str, dict], quick: bool, threads: str, seconds: float) -> str:
     cpu = next((r["cpu"] for r in runs.values() if "cpu" in r), H.cpu_model())
-    lines = [BEGIN, "# Benchmarks: pullback against its peers", "",
+    lines = ["# Benchmarks: pullback against its peers", "",
              f"Run {datetime.datetime.now().isoformat(timespec='minutes')} with "
              f"`python -m benchmarks{' --quick' if quick else ''}` in {seconds:.0f} s on "
              f"{cpu} ({len(os.sched_getaffinity(0))} cores, threads: {threads}).", "",
@@ -115,7 +114,7 @@ def _markdown(runs: dict[str, dict], quick: bool, threads: str, seconds: float) 
                              f"{bounds} |")
         if not run.get("runs"):
             lines.append(f"| {name} | - | FAILED: no results | - | - | - | - |")
-    lines += ["", "## Tables", "", *tables, END, ""]
+    lines += ["", "## Tables", "", *tables]
     return "\n".join(lines)
 
 
@@ -137,14 +136,6 @@ def _versions() -> str:
 
 def _environment() -> str:
     return ", ".join(f"{k}={os.environ.get(k, '(unset)')}" for k in ENVIRONMENT)
-
-
-def _merge(old: str, new: str) -> str:
-    """``old`` with its workloads section replaced by ``new`` (other sections kept)."""
-    pattern = re.compile(re.escape(BEGIN) + ".*?" + re.escape(END) + "\n?", re.S)
-    if pattern.search(old):
-        return pattern.sub(lambda _: new, old, count=1)
-    return new + ("\n" + old if old.strip() else "")
 
 
 if __name__ == "__main__":

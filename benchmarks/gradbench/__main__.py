@@ -1,0 +1,99 @@
+"""Run GradBench evals against pullback and its peers: ``python -m benchmarks.gradbench``.
+
+    python -m benchmarks.gradbench --gradbench /path/to/gradbench --eval gmm lse
+
+For each eval, runs the eval process against pullback's tool and, where GradBench has
+them, the ``manual`` (hand-written C++, built with ``make -C cpp && make -C
+tools/manual``), ``jax`` and ``pytorch`` tools, one after the other, single-threaded,
+through the intermediary ``../shared/gradbench/run.py``; then writes the tables of
+``summarize.py`` (validity, ratios to each tool and to the fastest) into the GradBench
+section of ``benchmarks/RESULTS.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+from .. import results
+from . import summarize
+from .tool import EVALS
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent.parent
+INTERMEDIARY = REPO.parent / "shared" / "gradbench" / "run.py"
+SINGLE = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+          "PULLBACK_NUM_THREADS": "1"}
+
+
+def tool_command(tool: str) -> str:
+    """The shell command, run in the GradBench tree, that starts ``tool``."""
+    if tool == "pullback":
+        return f"cd {shlex.quote(str(REPO))} && {shlex.quote(sys.executable)} -m " \
+               "benchmarks.gradbench.tool"
+    if tool == "manual":
+        return "python3 python/gradbench/gradbench/cpp.py manual"
+    script = f"python/gradbench/gradbench/tools/{tool}/run.py"
+    if tool == "jax":
+        sync = INTERMEDIARY.parent / "jax_sync_tool.py"
+        return f"PYTHONPATH=python/gradbench python3 {shlex.quote(str(sync))} {script}"
+    return f"PYTHONPATH=python/gradbench python3 {script}"
+
+
+def supports(tool: str, name: str, gradbench: Path) -> bool:
+    """Whether GradBench's ``tool`` implements eval ``name``."""
+    if tool == "pullback":
+        return True
+    if tool == "manual":
+        listed = gradbench / "tools" / "manual" / "evals.txt"
+        return listed.exists() and name in listed.read_text().split() and \
+            (gradbench / "tools" / "manual" / "bin" / name).exists()
+    return (gradbench / "python" / "gradbench" / "gradbench" / "tools" / tool /
+            f"{name}.py").exists()
+
+
+def run_one(name: str, tool: str, gradbench: Path, logdir: Path, eval_args: str,
+            timeout: float) -> int:
+    """One eval against one tool; the intermediary's exit status."""
+    eval_cmd = (f"PYTHONPATH=python/gradbench python3 "
+                f"python/gradbench/gradbench/evals/{name}/run.py {eval_args}")
+    cmd = [sys.executable, str(INTERMEDIARY), "--eval", eval_cmd,
+           "--tool", tool_command(tool), "--total-timeout", str(timeout),
+           "--log", str(logdir / f"{name}_{tool}.jsonl"),
+           "--summary-json", str(logdir / f"{name}_{tool}.json")]
+    return subprocess.call(cmd, cwd=gradbench, env=os.environ | SINGLE)
+
+
+def main() -> None:
+    """Parse the options, run every (eval, tool) pair, write the tables."""
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--gradbench", type=Path, required=True, help="a GradBench work tree")
+    p.add_argument("--eval", nargs="+", default=list(EVALS), choices=EVALS)
+    p.add_argument("--tools", default="pullback,manual,jax,pytorch")
+    p.add_argument("--eval-args", default="--min-runs 3 --min-seconds 0.3",
+                   help="passed to every eval (sizes, runs)")
+    p.add_argument("--timeout", type=float, default=600.0, help="seconds per eval and tool")
+    p.add_argument("--logdir", type=Path, default=Path("gradbench-logs"))
+    p.add_argument("--out", type=Path, default=results.PATH,
+                   help="markdown whose GradBench section the tables replace")
+    args = p.parse_args()
+    args.logdir.mkdir(parents=True, exist_ok=True)
+    gradbench = args.gradbench.resolve()
+    for name in args.eval:
+        for tool in args.tools.split(","):
+            if supports(tool, name, gradbench):
+                extra = args.eval_args if name != "hello" else ""
+                status = run_one(name, tool, gradbench, args.logdir.resolve(), extra,
+                                 args.timeout)
+                print(f"{name} / {tool}: exit {status}", flush=True)
+    runs = summarize.load(args.logdir)
+    results.write_section("gradbench", summarize.render(runs), args.out)
+    print(summarize.render(runs))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,102 @@
+"""The GradBench protocol loop for pullback (``python -m benchmarks.gradbench.tool``).
+
+The eval sends one JSON object per line; we answer each with one line. ``define`` imports
+``evals/NAME.py``; ``evaluate`` converts the input (untimed), makes one warm-up call that
+compiles the specialisation and is reported as its own timing named ``compile``, then
+calls the function at least ``min_runs`` times and for at least ``min_seconds``,
+reporting one ``evaluate`` timing per call, like GradBench's own Python tools.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+import time
+import traceback
+from typing import IO, Any
+
+from ._entry import Entry
+
+TOOL_NAME = "pullback"
+EVALS = ("hello", "lse", "llsq", "ode", "det", "saddle", "particle", "kmeans", "gmm",
+         "lstm", "ba", "ht")
+
+
+def load_module(name: str) -> dict[str, Entry]:
+    """The ``FUNCTIONS`` table of eval ``name`` (an error for an unknown eval)."""
+    if name not in EVALS:
+        raise ValueError(f"pullback implements no eval named {name!r}")
+    mod = importlib.import_module(f"{__package__}.evals.{name}")
+    return mod.FUNCTIONS
+
+
+def _timed(fn: Any, args: Any) -> tuple[Any, int]:
+    start = time.perf_counter_ns()
+    out = fn(args)
+    return out, time.perf_counter_ns() - start
+
+
+def evaluate(entry: Entry, raw: Any) -> dict[str, Any]:
+    """Run one ``evaluate`` message's function; the response without its id."""
+    args = entry.prepare(raw)
+    out, compile_ns = _timed(entry.run, args)
+    timings = [{"name": "compile", "nanoseconds": compile_ns}]
+    min_runs = int(raw.get("min_runs", 1)) if entry.runs else 1
+    min_ns = float(raw.get("min_seconds", 0.0)) * 1e9 if entry.runs else 0.0
+    total = 0
+    runs = 0
+    while runs < min_runs or total < min_ns:
+        out, ns = _timed(entry.run, args)
+        timings.append({"name": "evaluate", "nanoseconds": ns})
+        total += ns
+        runs += 1
+    return {"success": True, "output": entry.post(out), "timings": timings}
+
+
+def _error(exc: BaseException) -> str:
+    return "".join(traceback.format_exception(exc))
+
+
+def respond(message: dict[str, Any], modules: dict[str, dict[str, Entry]]) -> dict[str, Any]:
+    """The response to one protocol message (``modules`` caches defined evals)."""
+    kind = message.get("kind")
+    reply: dict[str, Any] = {"id": message.get("id")}
+    if kind == "start":
+        reply["tool"] = TOOL_NAME
+    elif kind == "define":
+        try:
+            modules[message["module"]] = load_module(message["module"])
+            reply["success"] = True
+        except Exception as exc:  # the eval reports it; keep serving
+            reply.update(success=False, error=_error(exc))
+    elif kind == "evaluate":
+        try:
+            table = modules.get(message["module"]) or load_module(message["module"])
+            entry = table[message["function"]]
+            reply.update(evaluate(entry, message["input"]))
+        except Exception as exc:
+            reply.update(success=False, error=_error(exc))
+    return reply
+
+
+def serve(stdin: IO[str], stdout: IO[str]) -> None:
+    """Answer messages from ``stdin`` on ``stdout`` until ``end`` or end of input."""
+    modules: dict[str, dict[str, Entry]] = {}
+    for line in stdin:
+        if not line.strip():
+            continue
+        message = json.loads(line)
+        if message.get("kind") == "end":
+            break
+        stdout.write(json.dumps(respond(message, modules)) + "\n")
+        stdout.flush()
+
+
+def main() -> None:
+    """Serve the protocol on this process's standard input and output."""
+    serve(sys.stdin, sys.stdout)
+
+
+if __name__ == "__main__":
+    main()
