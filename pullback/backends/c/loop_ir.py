@@ -325,7 +325,9 @@ class Scope(Stmt):
 @dataclass(eq=False)
 class Gemm(Stmt):
     """``c (+)= op(a) @ op(b)`` for ``batch`` row-major ``m x k`` by ``k x n`` matrices:
-    the runtime's register-tiled kernel, or BLAS ``gemm`` when ``blas``."""
+    the runtime library's register-tiled kernel, or when ``blas`` a large product: BLAS
+    ``gemm``, or the library's packed kernels where BLAS's are narrower than the CPU's
+    vectors (decided when the module first runs one)."""
 
     dtype: DType
     batch: int
