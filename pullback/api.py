@@ -32,7 +32,7 @@ from .ir.builder import Builder
 from .ir.core import Func
 from .ir.types import type_of_value
 from .ir.verify import verify
-from .passes.manager import optimize
+from .passes.manager import optimize, verifying
 from .tree import TreeDef, tree_flatten, tree_unflatten
 
 BACKENDS = ("interp", "c")
@@ -305,7 +305,7 @@ class Jitted:
                     staged.staged_func, staged.func = staged.func, optimize(staged.func)
                     if "ir" in os.environ.get("PULLBACK_DUMP", "").split(","):
                         print(staged.func)
-                    if os.environ.get("PULLBACK_VERIFY"):
+                    if verifying():
                         verify(staged.func)
                     _compile(staged, self.backend)
                     self._cache[sig.key] = staged

@@ -31,12 +31,17 @@ _ROUND: list[tuple[str, FunctionPass]] = [
 PIPELINE: list[tuple[str, FunctionPass]] = [("inline", inline), *_ROUND, ("licm", licm), *_ROUND]
 
 
+def verifying() -> bool:
+    """Whether ``PULLBACK_VERIFY`` asks for the verifier (any value but empty and 0)."""
+    return os.environ.get("PULLBACK_VERIFY", "") not in ("", "0")
+
+
 def optimize(func: Func, trace: list[tuple[str, Func]] | None = None) -> Func:
     """``func`` after every pass of ``PIPELINE`` (a new function; ``func`` is unchanged).
     The passes rewrite one private copy in place, which saves a copy per pass; ``trace``
     collects a copy of the IR after each pass."""
     dump = "passes" in os.environ.get("PULLBACK_DUMP", "").split(",")
-    check = bool(os.environ.get("PULLBACK_VERIFY"))
+    check = verifying()
     func = copy_func(func)
     for name, run in PIPELINE:
         run.in_place(func)

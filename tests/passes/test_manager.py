@@ -14,7 +14,7 @@ from pullback.ir.printer import format_func
 from pullback.ir.types import TensorType, float64
 from pullback.ops import elementwise as E
 from pullback.passes import manager
-from pullback.passes.manager import PIPELINE, optimize
+from pullback.passes.manager import PIPELINE, optimize, verifying
 from pullback.passes.walk import FunctionPass
 
 from .passcheck import assert_same_outcome, count_eqns, golden, sample_args
@@ -80,3 +80,10 @@ def test_the_verifier_names_the_pass_that_broke_the_ir(monkeypatch):
     monkeypatch.setattr(manager, "PIPELINE", [*PIPELINE[:2], ("breaks", breaks)])
     with pytest.raises(VerifyError, match="after pass breaks: @tiny: result 0 has type f32"):
         optimize(_tiny())
+
+
+@pytest.mark.parametrize(("value", "on"), [("1", True), ("yes", True), ("0", False),
+                                           ("", False)])
+def test_pullback_verify_zero_turns_the_verifier_off(monkeypatch, value, on):
+    monkeypatch.setenv("PULLBACK_VERIFY", value)
+    assert verifying() is on
