@@ -257,7 +257,7 @@ class CallMixin:
         if isinstance(fn, StagedFunction):
             src, sig, parent = fn.src, fn.signature, fn.frame
             closure, globals_ = {}, fn.frame.globals
-            ident = id(fn.src.node)
+            ident = (id(fn.src.node), id(fn.frame))  # one closure: its code and its frame
         else:
             src = function_source(fn)
             sig = inspect.signature(fn)
@@ -269,7 +269,7 @@ class CallMixin:
                 except ValueError:
                     pass
             globals_ = fn.__globals__
-            ident = id(fn.__code__)
+            ident = id(fn)  # closures of one code are different functions
         bound = sig.bind(*args, **kwargs)
         bound.apply_defaults()
         arguments = dict(bound.arguments)

@@ -142,3 +142,35 @@ def test_errors_in_a_loop_body_are_raised_when_the_loop_runs_in_python_order():
         triangular_sum(np.ones(2), np.int64(2))
     with pytest.raises(ZeroDivisionError):
         f(np.ones(2), np.int64(2))
+
+
+def _make_scaled(f):
+    def g(x):
+        return 2.0 * f(x)
+    return g
+
+
+_INNER = _make_scaled(np.sin)
+_OUTER = _make_scaled(lambda x: _INNER(x) + 1.0)
+
+
+def _closures_of_one_code(x):
+    return _OUTER(x)
+
+
+def _closures_made_while_staged(x):
+    def make_scaled(f):
+        def g(x):
+            return 2.0 * f(x)
+        return g
+    inner = make_scaled(np.sin)
+    outer = make_scaled(lambda x: inner(x) + 1.0)
+    return outer(x)
+
+
+@pytest.mark.parametrize("fn", [_closures_of_one_code, _closures_made_while_staged])
+def test_a_closure_calling_another_closure_of_its_code_is_not_recursion(fn):
+    """Two closures of one ``def`` are different functions: one calling the other is an
+    ordinary call, not a recursion that never ends."""
+    x = np.float64(0.5)
+    assert pb.jit(fn)(x) == fn(x)
