@@ -359,8 +359,9 @@ class CallMixin:
         refs = [x for leaves, _ in flat for x in leaves if isinstance(x, Ref)]
         refs += [x for x in kw_leaves if isinstance(x, Ref)]
         name = getattr(fn, "__name__", None) or getattr(getattr(fn, "src", None), "name", "f")
+        values = [r.get() for r in refs]  # in the caller: a view reads its base here
         with Builder(current().loc) as b:
-            params = [b.param(r.get().type) for r in refs]
+            params = [b.param(v.type) for v in values]
             captures: dict = {}
             tokens = (FUNC_DEPTH.set(FUNC_DEPTH.get() + 1), CAPTURES.set(captures))
             cells = iter([Ref(p, r.kind, r.contiguous) for p, r in zip(params, refs,
@@ -385,7 +386,7 @@ class CallMixin:
                 CAPTURES.reset(tokens[1])
             b.frame.params.extend(v for _, v in captures.values())
             func = b.finish(name.replace("<lambda>", "lambda"), results)
-        operands = [r.get() for r in refs] + [r.get() for r, _ in captures.values()]
+        operands = values + [r.get() for r, _ in captures.values()]
         return SubFunction(func, operands, [leaves for leaves, _ in flat],
                            [tree for _, tree in flat], (out_tree, spec_leaves, None),
                            len(refs))

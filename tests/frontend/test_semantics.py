@@ -174,3 +174,18 @@ def test_a_closure_calling_another_closure_of_its_code_is_not_recursion(fn):
     ordinary call, not a recursion that never ends."""
     x = np.float64(0.5)
     assert pb.jit(fn)(x) == fn(x)
+
+
+def _grads_of_rows(a):
+    out = np.empty(a.shape)
+    for c in range(a.shape[0]):
+        out[c] = pb.grad(lambda v: np.sum(v * v))(a[c])
+    return out
+
+
+def test_a_view_passed_to_a_transform_is_read_by_the_caller(monkeypatch):
+    """``a[c]`` with a loop's ``c`` is read before the gradient's function is staged: its
+    index arithmetic stays in the loop body (the verifier used to find it in ``@g``)."""
+    monkeypatch.setenv("PULLBACK_VERIFY", "1")
+    a = np.random.default_rng(0).standard_normal((2, 4, 3))
+    np.testing.assert_allclose(pb.jit(_grads_of_rows)(a), 2 * a)
