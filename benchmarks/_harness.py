@@ -331,8 +331,9 @@ def note(text: str) -> None:
 
 
 def warm(framework: str) -> None:
-    """Pay a framework's one-time start-up (back-end init, compiler probes) on a trivial
-    function, so first-call times measure compiling the workload's own code."""
+    """Pay a framework's one-time start-up (back-end init; for pullback the compiler
+    probes and its runtime library) on a trivial function, so first-call times measure
+    compiling the workload's own code."""
     t0 = time.perf_counter()
     _WARM_UPS[framework]()
     note(f"{framework}: one-time start-up on a trivial function took "
@@ -362,7 +363,9 @@ def _warm_pullback() -> None:
 
     import pullback as pb
 
-    pb.jit(pb.grad(lambda v: (v * v).sum()), backend="c")(np.ones(4))
+    # what every first compile on a machine pays once: the compiler probes, and the
+    # runtime library that modules with products link
+    pb.jit(pb.grad(lambda v: (v @ v.T).sum()), backend="c")(np.ones((4, 4)))
     note(f"pullback from {os.path.dirname(pb.__file__)}")
 
 
