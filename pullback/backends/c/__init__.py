@@ -7,12 +7,10 @@ compiler (``build``, cached on disk), and returns a callable with the interprete
 calling convention: NumPy arguments in, a list of NumPy results out, faults raised as
 the Python exception plain execution raises.
 
-Threads: OpenMP loops and OpenBLAS's own threads take turns on the same cores, so
-OpenMP's idle threads must sleep, not spin, or each starves the other (an MLP step at
-two threads: 54 ms spinning, 16 ms sleeping).  ``OMP_WAIT_POLICY`` is read once, when
-the OpenMP runtime loads with the first compiled module: it defaults to ``PASSIVE`` here
-unless already set.  Likewise ``OPENBLAS_CORETYPE`` where OpenBLAS would pick slower
-kernels than the CPU runs (``build.blas_core``).
+Threads: OpenMP loops and OpenBLAS's own threads take turns on the same cores, and how
+idle OpenMP threads wait is read once, when the first compiled module loads OpenMP;
+``build.choose_threading`` sets it (and ``OPENBLAS_CORETYPE`` where OpenBLAS would pick
+slower kernels than the CPU runs) unless the user has.
 """
 
 from __future__ import annotations
@@ -28,7 +26,7 @@ import numpy as np
 from ...ir.core import Func, Module
 from ...ir.types import StackType, TensorType
 from ...ops.control import CHECK_EXCEPTIONS
-from .build import NoCompilerError, build_module, choose_blas_core, warn_no_compiler_once
+from .build import NoCompilerError, build_module, choose_threading, warn_no_compiler_once
 from .codegen import generate
 from .loop_ir import LoopModule, Unsupported, ctype
 from .loop_print import format_module
@@ -37,8 +35,7 @@ from .lower import lower_module
 RUNTIME = (Path(__file__).parent / "runtime.h").read_text()
 #: The runtime library every module links (routines too large to compile into each).
 KERNELS = (Path(__file__).parent / "kernels.c").read_text()
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-choose_blas_core()
+choose_threading()
 
 __all__ = ["Compiled", "NoCompilerError", "Unsupported", "compile_func", "source_of",
            "warn_no_compiler_once"]

@@ -16,6 +16,7 @@ import pytest
 
 import pullback as pb
 from pullback.backends import c
+from pullback.backends.c import build
 from pullback.errors import UnsupportedError
 
 
@@ -202,17 +203,22 @@ print(json.dumps([blas.scipy_openblas_get_num_threads(), omp.omp_get_max_threads
 """
 
 
-@pytest.mark.parametrize("threads", ["1", "3"])
-def test_num_threads_sets_loops_and_blas(threads):
-    """Also: OpenMP's idle threads sleep (they would starve OpenBLAS's spinning)."""
-    env = {**os.environ, "PULLBACK_NUM_THREADS": threads, "OMP_DISPLAY_ENV": "TRUE"}
-    for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OMP_WAIT_POLICY"):
+@pytest.mark.parametrize(("threads", "gemm"), [("1", "blas"), ("3", "blas"), ("2", "packed")])
+def test_num_threads_sets_loops_and_blas(threads, gemm):
+    """Also: where OpenBLAS computes the large products, OpenMP's idle threads sleep at
+    once (they would starve OpenBLAS's threads); where the packed kernels do, they spin
+    a little first (to meet the kernels' next barrier)."""
+    env = {**os.environ, "PULLBACK_NUM_THREADS": threads, "OMP_DISPLAY_ENV": "VERBOSE",
+           "PULLBACK_GEMM": gemm}
+    for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OMP_WAIT_POLICY",
+                 "GOMP_SPINCOUNT"):
         env.pop(name, None)
     root = Path(__file__).resolve().parents[3]
     proc = subprocess.run([sys.executable, "-c", _THREADS_CHILD], cwd=root, env=env,
                           capture_output=True, text=True, check=True)
     assert json.loads(proc.stdout.splitlines()[-1]) == [int(threads), int(threads)]
-    assert "OMP_WAIT_POLICY = 'PASSIVE'" in proc.stderr
+    spins = "0" if gemm == "blas" else build.SPIN  # PASSIVE: no spinning
+    assert f"GOMP_SPINCOUNT = '{spins}'" in proc.stderr
 
 
 def _address(a: np.ndarray) -> int:
