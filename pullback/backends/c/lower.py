@@ -179,9 +179,7 @@ class Lowering(MoreLowering, LinalgLowering):
             by_rows = self.reads_broadcast([a])
             del self.fused[id(a)]
             self.define(a)
-            self.kernel_axes, outer = None, self.kernel_axes
             self.flat_loop(a, fused, by_rows)
-            self.kernel_axes = outer
         if isinstance(a, Lit):
             if a.type.shape == ():
                 return Addr(Const(a.value, a.type.dtype))
