@@ -244,26 +244,34 @@ class _C(ExprPrinter):
 
     def gemm(self, s: L.Gemm) -> None:
         e = self.expr
-        m, n, k = s.m, s.n, s.k
+        m, n, k, ct = s.m, s.n, s.k, ctype(s.dtype)
         loop, a, b, c = "", e(s.a), e(s.b), e(s.c)
+        addend = "NULL" if s.addend is None else e(s.addend)
+        alpha = "1" if s.alpha is None else e(s.alpha)
         if s.batch > 1:
             loop = f"for (int64_t q = 0; q < {s.batch}; q++) "
             a, b, c = f"{a} + q * {m * k}", f"{b} + q * {k * n}", f"{c} + q * {m * n}"
+            if s.addend is not None:
+                addend = f"{addend} + q * {m * n}"
+        args = f"{m}, {n}, {k}, ({ct})({alpha}), {a}, {int(s.trans_a)}, {b}, " \
+               f"{int(s.trans_b)}, {addend}, {c}"
         if not s.blas:
-            self.line(f"{loop}pb_gemm_{s.dtype.name}({m}, {n}, {k}, {a}, {int(s.trans_a)}, "
-                      f"{b}, {int(s.trans_b)}, {c}, {int(s.accumulate)});")
+            self.line(f"{loop}pb_gemm_{s.dtype.name}({args});")
             return
         fn = f"{BLAS_PREFIX}cblas_{'s' if s.dtype.name == 'float32' else 'd'}gemm"
         ta = "CblasTrans" if s.trans_a else "CblasNoTrans"
         tb = "CblasTrans" if s.trans_b else "CblasNoTrans"
         lda, ldb = (m if s.trans_a else k), (k if s.trans_b else n)
-        beta = "1.0" if s.accumulate else "0.0"
         # the runtime's packed kernels where BLAS's are narrower than the CPU's vectors
-        self.line(f"if (pb_packed_gemm()) {loop}{{ if (pb_gemm_packed_{s.dtype.name}({m}, {n}, "
-                  f"{k}, {a}, {int(s.trans_a)}, {b}, {int(s.trans_b)}, {c}, "
-                  f"{int(s.accumulate)})) goto oom; }}")
-        self.line(f"else {loop}{fn}(CblasRowMajor, {ta}, {tb}, {m}, {n}, {k}, 1.0, {a}, "
+        self.line(f"if (pb_packed_gemm()) {loop}{{ if (pb_gemm_packed_{s.dtype.name}({args})) "
+                  "goto oom; }")
+        self.line("else {")
+        if s.addend is not None and s.addend is not s.c:  # BLAS adds into C itself
+            self.line(f"  memcpy({e(s.c)}, {e(s.addend)}, {s.batch * m * n} * sizeof({ct}));")
+        beta = "0.0" if s.addend is None else "1.0"
+        self.line(f"  {loop}{fn}(CblasRowMajor, {ta}, {tb}, {m}, {n}, {k}, {alpha}, {a}, "
                   f"{lda}, {b}, {ldb}, {beta}, {c}, {n});")
+        self.line("}")
 
     # -- functions ----------------------------------------------------------------------
 

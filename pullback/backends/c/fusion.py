@@ -11,9 +11,10 @@ loop IR kernels.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
 
-from ...ir.core import Block, Eqn
+from ...ir.core import Atom, Block, Eqn, Var
 from ...ir.rewrite import free_vars
 
 UNARY = {"neg", "abs", "sign", "floor", "ceil", "round", "trunc", "exp", "expm1", "log",
@@ -24,10 +25,6 @@ BINARY = {"add", "sub", "mul", "div", "floordiv", "mod", "pow", "max", "min", "a
 REDUCE = {"reduce_sum": ("sum", "+"), "reduce_prod": ("prod", "*"),
            "reduce_max": ("max", None), "reduce_min": ("min", None)}
 
-
-#: The most work (m*n*k per matrix) a product runs as the runtime's inline kernel
-#: (``pb_gemm_*``) rather than a BLAS call whose packing and dispatch cost more, by the
-#: layout of B, measured against OpenBLAS on 1 and 2 threads: a row-major B at least two
 
 POINTWISE = UNARY | BINARY | {"select", "convert", "stop_gradient"}
 #: Consumers that read each element of their operand once, by linear index.
@@ -86,18 +83,19 @@ def loop_shape(eqn: Eqn) -> tuple[int, ...] | None:
 RUN_REACH = 256
 
 
-def find_runs(blk: Block) -> dict[int, list[Eqn]]:
+def find_runs(blk: Block, apart: Collection[int] = ()) -> dict[int, list[Eqn]]:
     """Runs of two or more pointwise equations and full reductions over one shape,
     computed as one loop at the place of the first (keyed by its index).  Each reads
     only values that exist there (made before it, or by a run that starts before it) or
     pointwise values of its own run; reduced values exist after the loop.  Equations
-    between the members stay in place, after the loop."""
+    between the members stay in place, after the loop; those in ``apart`` (products'
+    epilogues) join no run."""
     eqns = blk.eqns
     where = {id(o): k for k, e in enumerate(eqns) for o in e.outputs}
     same: dict[tuple[int, ...], list[int]] = {}
     for k, e in enumerate(eqns):
         shape = loop_shape(e)
-        if shape is not None:
+        if shape is not None and id(e) not in apart:
             same.setdefault(shape, []).append(k)
     runs: dict[int, list[Eqn]] = {}
     start: dict[int, int] = {}  # an equation of a run: where its run starts
@@ -172,19 +170,21 @@ def _reads_elementwise(c: Eqn) -> bool:
         c.inputs[0].type.dtype.is_float or c.op.name not in _REPEATS))
 
 
-def fused_values(blk: Block, runs: dict[int, list[Eqn]]) -> set[int]:
+def fused_values(blk: Block, runs: dict[int, list[Eqn]], stored: Collection[int] = ()
+                 ) -> set[int]:
     """Values of ``blk`` computed in each loop that reads them instead of into a buffer:
     array results of pointwise equations that later equations of the block read element
     by element (vertical fusion: elementwise chains into one loop, reductions and layout
     changes absorbing their producers), and broadcasts that pointwise kernels read.  A
     value read by several loops, or one a run computes and later loops read, is computed
-    again in each of them when that costs no more than storing and loading it."""
+    again in each of them when that costs no more than storing and loading it.  Values in
+    ``stored`` (products' epilogues' results) keep their buffers."""
     run_of = {id(e): k for k, run in runs.items() for e in run}
     readers: dict[int, list[Eqn]] = {}
     for e in blk.eqns:
         for a in e.inputs:
             readers.setdefault(id(a), []).append(e)
-    kept = {id(r) for r in blk.results}  # values with a buffer in any case
+    kept = {id(r) for r in blk.results} | set(stored)  # values with a buffer in any case
     kept |= {id(v) for e in blk.eqns for inner in e.blocks() for v in free_vars(inner)}
     outside = set(kept)  # read by the caller or a nested block
     kept |= {id(a) for e in blk.eqns if id(e) not in run_of and not _reads_elementwise(e)
@@ -233,3 +233,85 @@ def fused_values(blk: Block, runs: dict[int, list[Eqn]]) -> set[int]:
             if pointwise_readers:
                 elementwise.add(id(v))
     return set(at) | absorbed
+
+
+@dataclass(frozen=True)
+class Epilogue:
+    """``out = addend + scale * p`` (``- scale * p`` when ``negate``; no ``scale``: 1) of
+    a product ``p`` read nowhere else, computed by the product itself as it stores its
+    result (BLAS's alpha and beta): an SGD update ``w - lr * (x.T @ d)`` or a gradient
+    accumulation ``dw + h.T @ d`` then moves no array of products through memory."""
+
+    eqns: tuple[Eqn, ...]  # the scaling ``mul`` (if any) and the ``add`` or ``sub``
+    before: tuple[Eqn, ...]  # 0-d equations after the product that compute ``scale``
+    addend: Atom
+    scale: Atom | None
+    negate: bool
+    out: Var
+    at: int  # the add's index in the block
+    adjacent: bool  # nothing else runs between the product and the add
+
+
+def epilogues(blk: Block) -> dict[int, Epilogue]:
+    """The products of ``blk`` (by ``id`` of their equation) whose result, scaled by a
+    0-d value or not, is only added to or subtracted from an array of the sum's type
+    that exists before the product (the scale may be computed after it, from values
+    that exist before it: those 0-d equations move before the product)."""
+    readers: dict[int, list[Eqn | None]] = {}
+    for e in blk.eqns:
+        for a in e.inputs:
+            readers.setdefault(id(a), []).append(e)
+        for inner in e.blocks():
+            for v in free_vars(inner):
+                readers.setdefault(id(v), []).append(None)
+    for r in blk.results:
+        readers.setdefault(id(r), []).append(None)
+    made = {id(o): k for k, e in enumerate(blk.eqns) for o in e.outputs}
+
+    def only_reader(v: Atom) -> Eqn | None:
+        rs = readers.get(id(v), [])
+        return rs[0] if len(rs) == 1 else None
+
+    def scalar_chain(v: Atom, k: int) -> list[Eqn] | None:
+        """The equations after position ``k`` computing the 0-d ``v`` (in order), when
+        they are pointwise and read nothing else made after ``k``."""
+        at = made.get(id(v), -1)
+        if at < k:
+            return []
+        e = blk.eqns[at]
+        if not is_pointwise(e) or len(e.outputs) != 1:
+            return None
+        chain: list[Eqn] = []
+        for a in e.inputs:
+            sub = scalar_chain(a, k) if a.type.shape == () else None
+            if sub is None:
+                return None
+            chain += [c for c in sub if all(c is not x for x in chain)]
+        return [*chain, e]
+
+    found: dict[int, Epilogue] = {}
+    for k, e in enumerate(blk.eqns):
+        if e.op.name != "dot_general" or e.outputs[0].type.dtype.is_bool:
+            continue
+        p: Atom = e.outputs[0]
+        r = only_reader(p)
+        scale, chain, before = None, [], []
+        if r is not None and r.op.name == "mul":
+            other = r.inputs[1] if r.inputs[0] is p else r.inputs[0]
+            moved = scalar_chain(other, k) if other.type.shape == () else None
+            if moved is None:
+                continue
+            scale, chain, before, p = other, [r], moved, r.outputs[0]
+            r = only_reader(p)
+        if r is None or r.op.name not in ("add", "sub") or r.inputs[0] is r.inputs[1] or \
+                (r.op.name == "sub" and r.inputs[1] is not p):
+            continue
+        addend, out = r.inputs[r.inputs[0] is p], r.outputs[0]
+        if addend.type != out.type or p.type != out.type or made.get(id(addend), -1) >= k:
+            continue
+        steps = [*before, *chain]
+        adjacent = made[id(out)] == k + 1 + len(steps) and all(
+            made[id(c.outputs[0])] == k + 1 + j for j, c in enumerate(steps))
+        found[id(e)] = Epilogue((*chain, r), tuple(before), addend, scale,
+                                r.op.name == "sub", out, made[id(out)], adjacent)
+    return found

@@ -15,15 +15,16 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-/* Small row-major products C (+)= op(A) op(B) (m x n, k terms; A is k x m when ta, B is
- * n x k when tb), for shapes where a BLAS call's packing and dispatch cost more than the
+/* Small row-major products C = alpha op(A) op(B) (+ Cin) (m x n, k terms; A is k x m
+ * when ta, B is n x k when tb), for shapes where a BLAS call's packing and dispatch cost more than the
  * arithmetic.  Each element sums its k products in T in order of k, as a vector lane of a
  * register tile of 4 rows by one or two vectors of columns (each A element broadcast
  * against a row of B).  A B that is not row-major, and the columns left over past the
  * last whole vector, are first copied a panel of two vectors' columns (zero-padded) and
  * PB_GEMM_DEPTH rows at a time into a row-major buffer; a narrow panel's tile goes to a
- * local buffer before its columns are stored.  ``acc`` adds the product into C instead of
- * overwriting it. */
+ * local buffer before its columns are stored.  Every product here computes C = alpha
+ * op(A) op(B) + Cin, or alpha op(A) op(B) when Cin is NULL: Cin is a row-major m x n
+ * array, C itself to accumulate, another to fuse an update such as w - lr * g. */
 #define PB_GEMM_ROWS 4
 #define PB_GEMM_DEPTH 256
 #define PB_DEFINE_GEMM(S, T)                                                              \
@@ -31,7 +32,7 @@
     enum { PB_LANES_##S = 64 / sizeof(T) };                                               \
     static inline __attribute__((always_inline)) void pb_gemm_tile_##S(                   \
             int64_t rows, int nv, int64_t k, const T *a, int64_t ars, int64_t acs,        \
-            const T *b, int64_t bs, T *c, int64_t n, int acc) {                           \
+            const T *b, int64_t bs, T alpha, const T *cin, T *c, int64_t n) {             \
         pb_vec_##S t[PB_GEMM_ROWS][2] = {{{0}}};                                          \
         for (int64_t p = 0; p < k; p++) {                                                 \
             const pb_vec_##S *bp = (const pb_vec_##S *)(b + p * bs);                      \
@@ -41,26 +42,32 @@
         for (int64_t r = 0; r < rows; r++)                                                \
             for (int v = 0; v < nv; v++) {                                                \
                 pb_vec_##S *cp = (pb_vec_##S *)(c + r * n) + v;                           \
-                *cp = acc ? *cp + t[r][v] : t[r][v];                                      \
+                *cp = cin ? ((const pb_vec_##S *)(cin + r * n))[v] + alpha * t[r][v]      \
+                          : alpha * t[r][v];                                              \
             }                                                                             \
     }                                                                                     \
-    void pb_gemm_##S(int64_t m, int64_t n, int64_t k, const T *a, int ta,   \
-                                   const T *b, int tb, T *c, int acc) {                   \
+    void pb_gemm_##S(int64_t m, int64_t n, int64_t k, T alpha, const T *a, int ta,        \
+                     const T *b, int tb, const T *cin, T *c) {                            \
         const int64_t ars = ta ? 1 : k, acs = ta ? m : 1, L = PB_LANES_##S;               \
         const int64_t bs = tb ? 1 : n, bjs = tb ? k : 1;                                  \
         int64_t j = 0;                                                                    \
+        if (k == 0) { /* no terms: the sum is Cin, or zeros */                            \
+            for (int64_t i = 0; i < m * n; i++) c[i] = cin ? cin[i] : 0;                  \
+            return;                                                                       \
+        }                                                                                 \
         if (!tb)                                                                          \
             for (; j + L <= n; j += (j + 2 * L <= n ? 2 : 1) * L)                         \
                 for (int64_t i = 0; i < m; i += PB_GEMM_ROWS)                             \
                     pb_gemm_tile_##S(m - i < PB_GEMM_ROWS ? m - i : PB_GEMM_ROWS,         \
                                      j + 2 * L <= n ? 2 : 1, k, a + i * ars, ars, acs,    \
-                                     b + j, n, c + i * n + j, n, acc);                    \
+                                     b + j, n, alpha, cin ? cin + i * n + j : NULL,       \
+                                     c + i * n + j, n);                                   \
         T panel[PB_GEMM_DEPTH * 2 * PB_LANES_##S], part[PB_GEMM_ROWS * 2 * PB_LANES_##S]; \
         for (; j < n; j += 2 * L) {                                                       \
             const int64_t w = n - j < 2 * L ? n - j : 2 * L;                              \
             for (int64_t p0 = 0; p0 < k; p0 += PB_GEMM_DEPTH) {                           \
                 const int64_t d = k - p0 < PB_GEMM_DEPTH ? k - p0 : PB_GEMM_DEPTH;        \
-                const int add = acc || p0 > 0;                                            \
+                const T *src0 = p0 > 0 ? c : cin; /* what the product adds to */          \
                 for (int64_t p = 0; p < d; p++) {                                         \
                     T *row = panel + p * 2 * L;                                           \
                     const T *src = b + (p0 + p) * bs + j * bjs;                           \
@@ -73,15 +80,18 @@
                     const int64_t rows = m - i < PB_GEMM_ROWS ? m - i : PB_GEMM_ROWS;     \
                     const T *ai = a + i * ars + p0 * acs;                                 \
                     T *ci = c + i * n + j;                                                \
+                    const T *si = src0 ? src0 + i * n + j : NULL;                         \
                     if (w == 2 * L) {                                                     \
-                        pb_gemm_tile_##S(rows, 2, d, ai, ars, acs, panel, 2 * L, ci, n, add); \
+                        pb_gemm_tile_##S(rows, 2, d, ai, ars, acs, panel, 2 * L, alpha, si, \
+                                         ci, n);                                          \
                         continue;                                                         \
                     }                                                                     \
-                    pb_gemm_tile_##S(rows, 2, d, ai, ars, acs, panel, 2 * L, part, 2 * L, 0); \
+                    pb_gemm_tile_##S(rows, 2, d, ai, ars, acs, panel, 2 * L, alpha, NULL, \
+                                     part, 2 * L);                                        \
                     for (int64_t r = 0; r < rows; r++)                                    \
                         for (int64_t jj = 0; jj < w; jj++)                                \
-                            ci[r * n + jj] = add ? ci[r * n + jj] + part[r * 2 * L + jj]  \
-                                                 : part[r * 2 * L + jj];                  \
+                            ci[r * n + jj] = si ? si[r * n + jj] + part[r * 2 * L + jj]   \
+                                                : part[r * 2 * L + jj];                   \
                 }                                                                         \
             }                                                                             \
         }                                                                                 \
@@ -113,8 +123,8 @@ static void *pb_scratch(void **slot, size_t *have, size_t n) {
 #define PB_DEFINE_PACKED_GEMM(S, T)                                                       \
     enum { PB_NR_##S = 2 * 64 / (int)sizeof(T) };                                         \
     static inline __attribute__((always_inline)) void pb_micro_##S(                       \
-            int64_t kc, const T *ap, const T *bp, int64_t bs, T *c, int64_t ldc,          \
-            int64_t rows, int64_t cols, int add) {                                        \
+            int64_t kc, const T *ap, const T *bp, int64_t bs, T alpha, const T *cin,      \
+            T *c, int64_t ldc, int64_t rows, int64_t cols) {                              \
         pb_vec_##S t[PB_MR][2] = {{{0}}};                                                 \
         for (int64_t p = 0; p < kc; p++) {                                                \
             const pb_vec_##S b0 = ((const pb_vec_##S *)(bp + p * bs))[0];                 \
@@ -129,32 +139,39 @@ static void *pb_scratch(void **slot, size_t *have, size_t n) {
         if (rows == PB_MR && cols == PB_NR_##S) {                                         \
             _Pragma("GCC unroll 12")                                                      \
             for (int r = 0; r < PB_MR; r++) {                                             \
-                pb_vec_##S *cp = (pb_vec_##S *)(c + r * ldc);                             \
-                cp[0] = add ? cp[0] + t[r][0] : t[r][0];                                  \
-                cp[1] = add ? cp[1] + t[r][1] : t[r][1];                                  \
+                pb_vec_##S *cp = (pb_vec_##S *)(c + r * ldc), s0 = {0}, s1 = {0};         \
+                if (cin) { /* read before the store: Cin may be C */                      \
+                    s0 = ((const pb_vec_##S *)(cin + r * ldc))[0];                        \
+                    s1 = ((const pb_vec_##S *)(cin + r * ldc))[1];                        \
+                }                                                                         \
+                cp[0] = s0 + alpha * t[r][0];                                             \
+                cp[1] = s1 + alpha * t[r][1];                                             \
             }                                                                             \
             return;                                                                       \
         }                                                                                 \
         for (int64_t r = 0; r < rows; r++) {                                              \
             const T *tr = (const T *)t[r];                                                \
             for (int64_t j = 0; j < cols; j++)                                            \
-                c[r * ldc + j] = add ? c[r * ldc + j] + tr[j] : tr[j];                    \
+                c[r * ldc + j] = cin ? cin[r * ldc + j] + alpha * tr[j] : alpha * tr[j];  \
         }                                                                                 \
     }                                                                                     \
-    int pb_gemm_packed_##S(int64_t m, int64_t n, int64_t k, const T *a, int ta,           \
-                           const T *b, int tb, T *c, int acc) {                           \
+    int pb_gemm_packed_##S(int64_t m, int64_t n, int64_t k, T alpha, const T *a, int ta,  \
+                           const T *b, int tb, const T *cin, T *c) {                      \
         enum { NR = PB_NR_##S };                                                          \
         static _Thread_local void *a_buf, *b_buf;                                         \
         static _Thread_local size_t a_have, b_have;                                       \
         const int64_t ars = ta ? 1 : k, acs = ta ? m : 1, brs = tb ? 1 : n, bcs = tb ? k : 1; \
-        T *ap = (T *)pb_scratch(&a_buf, &a_have, PB_MC * PB_KC * sizeof(T));              \
-        T *bp = (T *)pb_scratch(&b_buf, &b_have, (PB_NC + NR) * PB_KC * sizeof(T));       \
-        if (!ap || !bp) return 1;                                                         \
+        T *const abuf = (T *)pb_scratch(&a_buf, &a_have, 2 * PB_MC * PB_KC * sizeof(T));  \
+        T *const bp = (T *)pb_scratch(&b_buf, &b_have, (PB_NC + NR) * PB_KC * sizeof(T)); \
+        if (!abuf || !bp) return 1;                                                       \
+        _Pragma("omp parallel if(m * n * k > 1 << 21)")                                   \
         for (int64_t jc = 0; jc < n; jc += PB_NC) {                                       \
             const int64_t nc = n - jc < PB_NC ? n - jc : PB_NC;                           \
             for (int64_t pc = 0; pc < k; pc += PB_KC) {                                   \
                 const int64_t kc = k - pc < PB_KC ? k - pc : PB_KC;                       \
-                const int add = acc || pc > 0;                                            \
+                const T *src0 = pc > 0 ? c : cin; /* what the product adds to */          \
+                if (jc + pc > 0) { _Pragma("omp barrier") } /* all done with B's panels */ \
+                _Pragma("omp for schedule(static)")                                       \
                 for (int64_t jp = 0; jp < nc; jp += NR) {                                 \
                     T *panel = bp + jp * kc;                                              \
                     const int64_t w = nc - jp < NR ? nc - jp : NR;                        \
@@ -170,6 +187,10 @@ static void *pb_scratch(void **slot, size_t *have, size_t n) {
                 }                                                                         \
                 for (int64_t ic = 0; ic < m; ic += PB_MC) {                               \
                     const int64_t mc = m - ic < PB_MC ? m - ic : PB_MC;                   \
+                    /* two A blocks in turn: a thread packing the next one has done with  \
+                     * the last but one, and the packing's barrier waits for the others */ \
+                    T *const ap = abuf + (ic / PB_MC % 2) * PB_MC * PB_KC;                \
+                    _Pragma("omp for schedule(static)")                                   \
                     for (int64_t ip = 0; ip < mc; ip += PB_MR) {                          \
                         T *panel = ap + ip * kc;                                          \
                         const int64_t h = mc - ip < PB_MR ? mc - ip : PB_MR;              \
@@ -183,15 +204,17 @@ static void *pb_scratch(void **slot, size_t *have, size_t n) {
                                 for (int64_t p = 0; p < kc; p++)                          \
                                     panel[p * PB_MR + r] = r < h ? src[r * ars + p] : 0;  \
                     }                                                                     \
-                    _Pragma("omp parallel for schedule(static) if(mc * nc * kc > 1 << 20)") \
+                    _Pragma("omp for schedule(static) nowait")                            \
                     for (int64_t jp = 0; jp < nc; jp += NR) {                             \
                         const int in_place = bcs == 1 && nc - jp >= NR;                   \
                         const T *panel = in_place ? b + pc * brs + jc + jp : bp + jp * kc; \
-                        for (int64_t ip = 0; ip < mc; ip += PB_MR)                        \
+                        for (int64_t ip = 0; ip < mc; ip += PB_MR) {                      \
+                            const int64_t at = (ic + ip) * n + jc + jp;                   \
                             pb_micro_##S(kc, ap + ip * kc, panel, in_place ? brs : NR,    \
-                                         c + (ic + ip) * n + jc + jp, n,                  \
+                                         alpha, src0 ? src0 + at : NULL, c + at, n,       \
                                          mc - ip < PB_MR ? mc - ip : PB_MR,               \
-                                         nc - jp < NR ? nc - jp : NR, add);               \
+                                         nc - jp < NR ? nc - jp : NR);                    \
+                        }                                                                 \
                     }                                                                     \
                 }                                                                         \
             }                                                                             \

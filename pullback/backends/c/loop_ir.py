@@ -324,10 +324,11 @@ class Scope(Stmt):
 
 @dataclass(eq=False)
 class Gemm(Stmt):
-    """``c (+)= op(a) @ op(b)`` for ``batch`` row-major ``m x k`` by ``k x n`` matrices:
-    the runtime library's register-tiled kernel, or when ``blas`` a large product: BLAS
-    ``gemm``, or the library's packed kernels where BLAS's are narrower than the CPU's
-    vectors (decided when the module first runs one)."""
+    """``c = addend + alpha * op(a) @ op(b)`` for ``batch`` row-major ``m x k`` by
+    ``k x n`` matrices (no ``addend``: none; no ``alpha``: 1; ``addend`` may be ``c``
+    itself, to accumulate): the runtime library's register-tiled kernel, or when ``blas``
+    a large product: BLAS ``gemm``, or the library's packed kernels where BLAS's are
+    narrower than the CPU's vectors (decided when the module first runs one)."""
 
     dtype: DType
     batch: int
@@ -339,8 +340,9 @@ class Gemm(Stmt):
     b: Expr
     trans_b: bool
     c: Expr
-    accumulate: bool
     blas: bool
+    alpha: Expr | None = None
+    addend: Expr | None = None
 
 
 @dataclass(eq=False)

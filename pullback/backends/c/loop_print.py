@@ -135,9 +135,16 @@ class _Text(ExprPrinter):
         elif isinstance(s, L.Gemm):
             ta, tb = ("ᵀ" if s.trans_a else ""), ("ᵀ" if s.trans_b else "")
             batch = f"[{s.batch}]" if s.batch > 1 else ""
+            product = f"{e(s.a)}{ta} @ {e(s.b)}{tb}"
+            if s.alpha is not None:
+                product = f"{e(s.alpha)} * ({product})"
+            into = "="
+            if s.addend is s.c:
+                into = "+="
+            elif s.addend is not None:
+                product = f"{e(s.addend)} + {product}"
             self.line(d, f"gemm.{'blas' if s.blas else 'inline'} {s.dtype.name}{batch} "
-                         f"{s.m}x{s.n}x{s.k}: {e(s.c)} {'+=' if s.accumulate else '='} "
-                         f"{e(s.a)}{ta} @ {e(s.b)}{tb}")
+                         f"{s.m}x{s.n}x{s.k}: {e(s.c)} {into} {product}")
         elif isinstance(s, L.Runtime):
             fails = f" or raise {s.fault[0] or 'its error'}" if s.fault else ""
             self.line(d, f"{s.name}({', '.join(e(a) for a in s.args)}){fails}")

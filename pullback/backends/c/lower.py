@@ -23,7 +23,16 @@ from contextlib import ExitStack, contextmanager
 from ...ir.core import Atom, Block, Eqn, Func, Lit, Module, Var
 from ...ir.rewrite import free_vars
 from ...ir.types import StackType, TensorType, float32
-from .fusion import BINARY, REDUCE, UNARY, find_runs, fused_values, is_pointwise
+from .fusion import (
+    BINARY,
+    REDUCE,
+    UNARY,
+    Epilogue,
+    epilogues,
+    find_runs,
+    fused_values,
+    is_pointwise,
+)
 from .loop_ir import (
     Addr,
     Alloc,
@@ -122,9 +131,8 @@ class Lowering(MoreLowering, LinalgLowering):
         self.dest: dict[int, int] = {}  # entry results computed in the caller's buffers
         self.fusible: set[int] = set()
         self.loop_locals: dict[int, str] | None = None  # in a kernel body: values as locals
-        self.homes: dict[int, tuple[Block, int]] | None = None
-        self.summed: dict[int, str] = {}  # adds whose product went into this buffer
-        self.read_counts: dict[int, dict[int, int]] = {}  # per block: reads of each value
+        self.epilogues: dict[int, Epilogue] = {}  # products' epilogues, by product
+        self.absorbed: set[int] = set()  # epilogues' equations their products computed
         self.broadcasts: set[int] = set()  # fused broadcasts
         self.transposed: dict[int, tuple[Atom, tuple[int, ...]]] = {}  # read by products
         self.producers: dict[int, Eqn] = {}  # each value's equation
@@ -316,8 +324,10 @@ class Lowering(MoreLowering, LinalgLowering):
         """Plan ``blk``, bind its parameters to ``names``; it owns those marked in
         ``owns`` and the outer buffers in ``adopt`` (frees them after their last read
         or moves them to a result)."""
-        runs = find_runs(blk)
-        fusible = fused_values(blk, runs)
+        products = epilogues(blk)
+        self.epilogues.update(products)
+        runs = find_runs(blk, {id(e) for ep in products.values() for e in ep.eqns})
+        fusible = fused_values(blk, runs, {id(ep.out) for ep in products.values()})
         self.producers.update((id(o), e) for e in blk.eqns for o in e.outputs)
         self.fusible |= fusible
         s = plan_block(blk, runs, fusible, self.dest)
@@ -403,16 +413,20 @@ class Lowering(MoreLowering, LinalgLowering):
             s.at = k if k in s.runs else s.pos[k]
             if k in s.runs:
                 self.run(s.runs[k])
-            elif id(eqn) not in later:
-                handler = getattr(self, "op_" + eqn.op.name, None)
-                if handler is None:
-                    handler = self.elementwise if eqn.op.name in UNARY | BINARY else None
-                if handler is None and eqn.op.name in REDUCE:
-                    handler = self.reduce
-                if handler is None:
-                    raise Unsupported(f"the C backend has no code for {eqn.op.name} yet")
-                handler(eqn)
+            elif id(eqn) not in later and id(eqn) not in self.absorbed:
+                self.equation(eqn)
             self.release(k)
+
+    def equation(self, eqn: Eqn) -> None:
+        """One equation's loop IR, by the handler of its op."""
+        handler = getattr(self, "op_" + eqn.op.name, None)
+        if handler is None:
+            handler = self.elementwise if eqn.op.name in UNARY | BINARY else None
+        if handler is None and eqn.op.name in REDUCE:
+            handler = self.reduce
+        if handler is None:
+            raise Unsupported(f"the C backend has no code for {eqn.op.name} yet")
+        handler(eqn)
 
     # -- elementwise ------------------------------------------------------------------------
 

@@ -6,8 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 
-from ...ir.core import Atom, Block, Eqn, Var
-from ...ir.rewrite import free_vars
+from ...ir.core import Atom, Eqn, Var
 from ...ir.types import TensorType, float64
 from .fusion import REDUCE, eqn_axes, through_transpose
 from .loop_ir import (
@@ -22,6 +21,7 @@ from .loop_ir import (
     If,
     Int,
     Load,
+    Op,
     Raise,
     Set,
     Sym,
@@ -411,89 +411,46 @@ class MoreLowering:
     def _gemm(self, eqn: Eqn, a: Atom, b: Atom, batch: int, m: int, n: int, k: int,
               trans_a: bool, trans_b: bool) -> None:
         """A batch of row-major matrix products as one library call: the runtime's inline
-        kernel, or BLAS ``gemm`` above the crossover; computed into the accumulator's
-        buffer when the product is added to one that dies there."""
+        kernel, or BLAS ``gemm`` above the crossover.  A product with an epilogue
+        computes the epilogue's result instead, into the addend's buffer when that dies
+        at the epilogue's add right after the product."""
         (out,) = eqn.outputs
         dt = out.type.dtype
         x, y = self.buf(a), self.buf(b)
-        acc = self._accumulator_of(eqn, {x.name if isinstance(x, Sym) else "",
-                                         y.name if isinstance(y, Sym) else ""})
-        if acc is None:
+        alpha: Expr | None = None
+        addend: Expr | None = None
+        ep = self.epilogues.get(id(eqn))
+        if ep is None:
             self.define(out)
             c = self.buf(out)
         else:
-            c = Sym(acc)
-            self.fused[id(out)] = lambda i: Const(0, dt)
+            for e in ep.before:
+                self.equation(e)
+            self.absorbed |= {id(e) for e in (*ep.before, *ep.eqns)}
+            out = ep.out
+            if ep.scale is not None:
+                alpha = self.scalar(ep.scale)
+            if ep.negate:
+                alpha = Const(1, dt) if alpha is None else alpha
+                alpha = Const(-alpha.value, dt) if isinstance(alpha, Const) else \
+                    Op("neg", (alpha,), dt, dt)
+            addend = self.buf(ep.addend)
+            s = self.scope
+            name = addend.name if isinstance(addend, Sym) else None
+            owned = s.owned.get(name)
+            if owned is not None and ep.adjacent and owned.last == s.pos[ep.at] and \
+                    owned.size == out.type.size and id(out) not in self.dest and \
+                    name not in (getattr(x, "name", None), getattr(y, "name", None)):
+                self.vars[id(out)] = name  # the sum takes the addend's buffer over
+                self.own(name, out)
+                c = addend
+            else:
+                self.define(out)
+                c = self.buf(out)
         lanes = 64 // dt.np.itemsize
         work_cap = GEMM_INLINE_MAX_WORK[not trans_b and n >= 2 * lanes]
         blas = dt.is_float and k > 0 and m * n * k > work_cap
-        self.add(Gemm(dt, batch, m, n, k, x, trans_a, y, trans_b, c, acc is not None, blas))
-
-    def _homes(self) -> dict[int, tuple[Block, int]]:
-        """Each equation of the function, nested ones too: its block and index there."""
-        if self.homes is None:
-            self.homes = {}
-
-            def walk(blk: Block) -> None:
-                for k, e in enumerate(blk.eqns):
-                    self.homes[id(e)] = (blk, k)
-                    for inner in e.blocks():
-                        walk(inner)
-
-            walk(self.func.block)
-        return self.homes
-
-    def _read_counts(self, blk: Block) -> dict[int, int]:
-        """How many times ``blk`` reads each value (operands, results, reads of nested
-        blocks), counted once per block."""
-        counts = self.read_counts.get(id(blk))
-        if counts is None:
-            counts = self.read_counts[id(blk)] = {}
-            for x in [*(x for e in blk.eqns for x in e.inputs), *blk.results,
-                      *(v for e in blk.eqns for inner in e.blocks() for v in free_vars(inner))]:
-                counts[id(x)] = counts.get(id(x), 0) + 1
-        return counts
-
-    def _accumulator_of(self, eqn: Eqn, operands: set[str]) -> str | None:
-        """The buffer of ``acc`` when the product ``eqn`` is read only by the next
-        equation, ``acc + product``, and may be computed into it: ``acc`` is a buffer of
-        the open block, not one of the product's ``operands``, that dies at that add
-        (its last read, per the block's plan), and the sum needs a buffer of its own (it
-        is not fused, in a fused run, or the caller's output).  The add is then
-        recorded to take that buffer over; the product reads as zeros."""
-        (p,) = eqn.outputs
-        blk, k = self._homes().get(id(eqn), (None, -1))
-        s = self.scope
-        if blk is None or k + 1 >= len(blk.eqns):
-            return None
-        add = blk.eqns[k + 1]
-        if add.op.name != "add" or any(e is add for run in s.runs.values() for e in run):
-            return None
-        (total,) = add.outputs
-        others = [x for x in add.inputs if x is not p]
-        if len(others) != 1 or not isinstance(others[0], Var) or \
-                others[0].type != total.type or id(total) in self.fusible | set(self.dest):
-            return None
-        name = self.vars.get(id(others[0]))
-        owned = s.owned.get(name)
-        if owned is None or owned.size != total.type.size or name in operands or \
-                owned.last != s.pos[k + 1]:
-            return None
-        if self._read_counts(blk).get(id(p)) != 1:
-            return None
-        self.summed[id(add)] = name
-        return name
-
-    def op_add(self, eqn: Eqn) -> None:
-        """An add whose product was computed into its accumulator's buffer: the sum takes
-        that buffer over (computing ``acc + 0`` element by element also stays right)."""
-        name = self.summed.pop(id(eqn), None)
-        s = self.scope
-        if name is not None and self.reuse(eqn.outputs[0], s.at, s.at, [name]):
-            for x in eqn.inputs:
-                self.fused.pop(id(x), None)
-            return
-        self.elementwise(eqn)
+        self.add(Gemm(dt, batch, m, n, k, x, trans_a, y, trans_b, c, blas, alpha, addend))
 
     # -- indexing -----------------------------------------------------------------------
 

@@ -448,8 +448,8 @@ PB_DEFINE_FACTORIZATIONS(float32, float, sqrtf, fabsf)
 /* Products: the runtime library's kernels (kernels.c, built once and linked): small
  * products as register tiles, large float products packed. */
 #define PB_DECLARE_GEMM(S, T)                                                             \
-    void pb_gemm_##S(int64_t m, int64_t n, int64_t k, const T *a, int ta, const T *b,     \
-                     int tb, T *c, int acc);
+    void pb_gemm_##S(int64_t m, int64_t n, int64_t k, T alpha, const T *a, int ta,        \
+                     const T *b, int tb, const T *cin, T *c);
 PB_DECLARE_GEMM(float32, float)
 PB_DECLARE_GEMM(float64, double)
 PB_DECLARE_GEMM(int32, int32_t)
@@ -460,10 +460,10 @@ PB_DECLARE_GEMM(int64, int64_t)
  * dispatch gives AMD's AVX-512 processors AVX2 kernels, and OPENBLAS_CORETYPE may pin
  * narrower ones.  PULLBACK_GEMM=packed or =blas decides instead. */
 extern char *scipy_openblas_get_corename(void);
-int pb_gemm_packed_float32(int64_t m, int64_t n, int64_t k, const float *a, int ta,
-                           const float *b, int tb, float *c, int acc);
-int pb_gemm_packed_float64(int64_t m, int64_t n, int64_t k, const double *a, int ta,
-                           const double *b, int tb, double *c, int acc);
+int pb_gemm_packed_float32(int64_t m, int64_t n, int64_t k, float alpha, const float *a,
+                           int ta, const float *b, int tb, const float *cin, float *c);
+int pb_gemm_packed_float64(int64_t m, int64_t n, int64_t k, double alpha, const double *a,
+                           int ta, const double *b, int tb, const double *cin, double *c);
 
 static int pb_packed_gemm(void) {
 #if defined(__AVX512F__)
