@@ -203,11 +203,11 @@ def fused_values(blk: Block, runs: dict[int, list[Eqn]], stored: Collection[int]
         v = e.outputs[0] if e.outputs else None
         if v is None or id(v) not in exprs or id(v) in kept:
             continue
-        # only pointwise kernels (their loops have the axes as indices) read fused
-        # broadcasts, directly or through values fused into them
-        pointwise_readers = all(is_pointwise(c) and (id(c.outputs[0]) not in at or
-                                                     id(c.outputs[0]) in elementwise)
-                                for c in readers.get(id(v), []))
+        # only pointwise kernels and reductions (their loops have the axes as indices)
+        # read fused broadcasts, directly or through values fused into them
+        pointwise_readers = all((is_pointwise(c) or c.op.name in REDUCE) and (
+            id(c.outputs[0]) not in at or id(c.outputs[0]) in elementwise)
+            for c in readers.get(id(v), []))
         if is_broadcast(e) and not pointwise_readers:
             continue
         own = run_of.get(id(e))

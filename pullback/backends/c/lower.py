@@ -119,6 +119,8 @@ class ModuleLowering:
 
 
 class Lowering(MoreLowering, LinalgLowering):
+    PARALLEL_MIN = PARALLEL_MIN
+
     def __init__(self, mod: ModuleLowering, func: Func):
         self.mod, self.func = mod, func
         self.out: list[Stmt] = []  # the statement list being filled

@@ -4,7 +4,8 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 
 from ...ir.core import Atom, Eqn, Var
 from ...ir.types import TensorType, float64
@@ -21,6 +22,7 @@ from .loop_ir import (
     If,
     Int,
     Load,
+    Loop,
     Op,
     Raise,
     Set,
@@ -29,6 +31,7 @@ from .loop_ir import (
     ctype,
     linear,
     strides,
+    walk,
 )
 
 #: The most work (m*n*k per matrix) a product runs as the runtime's inline kernel
@@ -110,6 +113,19 @@ class MoreLowering:
             return
         self.gather_loop(out, x, lambda idx: [
             Int(0) if x.type.shape[k] == 1 else idx[d] for k, d in enumerate(dims)])
+
+    @contextmanager
+    def axes_known(self, index: Expr, axes: list[Expr] | None) -> Iterator[Expr]:
+        """In this context, element ``index`` (a linear index) of the loop's values is at
+        axis indices ``axes`` (when given), which fused broadcasts read instead of
+        dividing ``index``."""
+        outer = self.kernel_axes
+        if axes is not None:
+            self.kernel_axes = (index, axes)
+        try:
+            yield index
+        finally:
+            self.kernel_axes = outer
 
     def axis_index(self, v: Var, axis: int, index: Expr) -> Expr:
         """The index along ``axis`` of element ``index`` (a linear index) of ``v``: the
@@ -271,14 +287,22 @@ class MoreLowering:
                 full, ko, kr = [], iter(oidx), iter(ridx)
                 for k in range(x.type.ndim):
                     full.append(next(kr) if k in axes else next(ko))
-                self.accumulate(eqn, acc, self.elem(x, linear(x.type.shape, full)))
+                with self.axes_known(linear(x.type.shape, full), full) as i:
+                    self.accumulate(eqn, acc, self.elem(x, i))
 
             extent = math.prod(x.type.shape[a] for a in axes)
             self.nd_loop([x.type.shape[a] for a in axes], inner, collapse=True,
                          pragma=self.kind(extent if not kept else 0), reductions=clauses)
             self.add(Set(_at(dest, out.type.shape, oidx), self.reduced(eqn, acc)))
 
+        start = len(self.out)
         self.nd_loop([x.type.shape[k] for k in kept], outer)
+        rows = self.out[start] if kept else None
+        # rows of a long reduction on every thread, where nothing in them jumps out
+        if isinstance(rows, Loop) and x.type.size >= self.PARALLEL_MIN and \
+                out.type.size > 1 and all(isinstance(t, (Loop, Decl, Set))
+                                          for t in walk(rows.body)):
+            rows.pragma = "parallel"
 
     def _sum_leading(self, eqn: Eqn, rows: int, cols: int) -> None:
         """A sum over leading axes (a bias gradient): row by row into a vector of
@@ -291,9 +315,9 @@ class MoreLowering:
         j, r = Sym("j"), self.fresh("r")
         with self.loop("j", cols, pragma="simd"):
             self.add(Set(Load(acc, j), Int(0)))
-        with self.loop(r, rows), self.loop("j", cols, pragma="simd"):
-            self.add(Set(Load(acc, j), Bin("+", Load(acc, j),
-                                           self.elem(x, Sym(r) * cols + j))))
+        with self.loop(r, rows), self.loop("j", cols, pragma="simd"), \
+                self.axes_known(Sym(r) * cols + j, [Sym(r), j] if x.type.ndim == 2 else None) as i:
+            self.add(Set(Load(acc, j), Bin("+", Load(acc, j), self.elem(x, i))))
         with self.loop("j", cols, pragma="simd"):
             self.add(Set(Load(Sym(self.vars[id(out)]), j),
                          Cast(ctype(out.type.dtype), Load(acc, j))))
