@@ -4,8 +4,9 @@ through the blocks and functions they run, and those whose outputs are read.
 Stacks need no special case: a push or pop is kept while the stack it returns is read,
 and stack values are linear, so a dropped one was the last use of its stack.  The
 signatures of control flow are left alone (a loop keeps every carried value, a block
-every result): only equations are removed.  DCE runs ``prune`` on whole functions;
-reverse mode prunes a backward block before it decides what to save for it.
+every result): only equations are removed.  DCE runs ``prune`` on whole functions (and
+then drops the carried arrays nothing reads); reverse mode prunes a backward block
+before it decides what to save for it.
 """
 
 from __future__ import annotations

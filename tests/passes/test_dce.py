@@ -1,5 +1,6 @@
 """Dead code elimination: unread pure equations go, in nested blocks too; effects stay,
-also when they are reached through blocks or calls; signatures stay."""
+also when they are reached through blocks or calls; signatures stay, but for a loop's
+carried arrays that nothing reads."""
 
 from pullback.passes.dce import dce
 
@@ -161,5 +162,65 @@ def test_stacks_loops_and_calls():
         func @helper(%0:i64[]) -> (f64[]) {
           %1:f64[] = call %0 {callee=@printing}
           return %1
+        }
+    """)
+
+
+def test_a_loops_carried_arrays_that_nothing_reads_go():
+    """Python keeps a loop's temporaries after it, so they are carried: one that neither
+    the loop (but to carry it on) nor the code after it reads goes, with what computed
+    it; one read after the loop, one the body or (in a while loop) the test reads stay."""
+    check_pass(dce, """
+        func @f(%0:f64[3], %1:i64[], %2:f64[]) -> (f64[], f64[3]) {
+          %3:f64[], %4:f64[], %5:f64[], %6:f64[] = for_loop 0:i64[], %1, 1:i64[], %2, %2, %2, %2 {
+            body(%7:i64[], %8:f64[], %9:f64[], %10:f64[], %11:f64[]) {
+              %12:f64[] = sin %11
+              %13:f64[] = cos %12
+              %14:f64[] = add %12, %10
+              yield %13, %9, %14, %12
+            }
+          }
+          %15:f64[3], %16:f64[3], %17:bool[] = while_loop %0, %0, True:bool[] {
+            cond(%18:f64[3], %19:f64[3], %20:bool[]) {
+              %21:f64[] = reduce_sum %19 {axes=(0,)}
+              %22:bool[] = lt %21, 10.0:f64[]
+              %23:bool[] = and %22, %20
+              yield %23
+            }
+            body(%24:f64[3], %25:f64[3], %26:bool[]) {
+              %27:f64[3] = exp %25
+              %28:f64[3] = add %25, 1.0:f64[]
+              %29:f64[] = reduce_sum %27 {axes=(0,)}
+              %30:bool[] = lt %29, 100.0:f64[]
+              yield %27, %28, %30
+            }
+          }
+          return %5, %16
+        }
+    """, """
+        func @f(%0:f64[3], %1:i64[], %2:f64[]) -> (f64[], f64[3]) {
+          %3:f64[], %4:f64[] = for_loop 0:i64[], %1, 1:i64[], %2, %2 {
+            body(%5:i64[], %6:f64[], %7:f64[]) {
+              %8:f64[] = sin %7
+              %9:f64[] = add %8, %6
+              yield %9, %8
+            }
+          }
+          %10:f64[3], %11:bool[] = while_loop %0, True:bool[] {
+            cond(%12:f64[3], %13:bool[]) {
+              %14:f64[] = reduce_sum %12 {axes=(0,)}
+              %15:bool[] = lt %14, 10.0:f64[]
+              %16:bool[] = and %15, %13
+              yield %16
+            }
+            body(%17:f64[3], %18:bool[]) {
+              %19:f64[3] = exp %17
+              %20:f64[3] = add %17, 1.0:f64[]
+              %21:f64[] = reduce_sum %19 {axes=(0,)}
+              %22:bool[] = lt %21, 100.0:f64[]
+              yield %20, %22
+            }
+          }
+          return %3, %10
         }
     """)
