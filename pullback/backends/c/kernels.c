@@ -14,6 +14,7 @@
 #define _POSIX_C_SOURCE 200112L /* posix_memalign */
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* Small row-major products C = alpha op(A) op(B) (+ Cin) (m x n, k terms; A is k x m
  * when ta, B is n x k when tb), for shapes where a BLAS call's packing and dispatch cost more than the
@@ -120,8 +121,37 @@ static void *pb_scratch(void **slot, size_t *have, size_t n) {
     return *slot;
 }
 
-#define PB_DEFINE_PACKED_GEMM(S, T)                                                       \
+#define PB_DEFINE_PACKED_GEMM(S, T, I)                                                    \
     enum { PB_NR_##S = 2 * 64 / (int)sizeof(T) };                                         \
+    /* dst[p * ldd + j] = src[j * lds + p] for a square block of one vector's lanes: a    \
+     * row of B's transpose per vector, by log2(lanes) rounds of two-vector shuffles,     \
+     * each swapping the off-diagonal halves of the blocks of the round before */         \
+    static inline __attribute__((always_inline)) void pb_transpose_##S(                   \
+            const T *src, int64_t lds, T *dst, int64_t ldd) {                             \
+        typedef I pb_idx __attribute__((vector_size(64)));                                \
+        enum { L = PB_LANES_##S };                                                        \
+        pb_vec_##S r[L];                                                                  \
+        _Pragma("GCC unroll 16")                                                          \
+        for (int j = 0; j < L; j++) memcpy(&r[j], src + j * lds, 64);                     \
+        _Pragma("GCC unroll 4")                                                           \
+        for (int h = L / 2; h >= 1; h /= 2) {                                             \
+            pb_idx lo, hi;                                                                \
+            _Pragma("GCC unroll 16")                                                      \
+            for (int e = 0; e < L; e++) {                                                 \
+                lo[e] = (e & h) ? L + e - h : e;                                          \
+                hi[e] = (e & h) ? L + e : e + h;                                          \
+            }                                                                             \
+            _Pragma("GCC unroll 16")                                                      \
+            for (int i = 0; i < L; i++)                                                   \
+                if (!(i & h)) {                                                           \
+                    const pb_vec_##S x = r[i], y = r[i + h];                              \
+                    r[i] = __builtin_shuffle(x, y, lo);                                   \
+                    r[i + h] = __builtin_shuffle(x, y, hi);                               \
+                }                                                                         \
+        }                                                                                 \
+        _Pragma("GCC unroll 16")                                                          \
+        for (int p = 0; p < L; p++) memcpy(dst + p * ldd, &r[p], 64);                     \
+    }                                                                                     \
     static inline __attribute__((always_inline)) void pb_micro_##S(                       \
             int64_t kc, const T *ap, const T *bp, int64_t bs, T alpha, const T *cin,      \
             T *c, int64_t ldc, int64_t rows, int64_t cols) {                              \
@@ -180,10 +210,16 @@ static void *pb_scratch(void **slot, size_t *have, size_t n) {
                         for (int64_t p = 0; p < kc; p++)                                  \
                             for (int64_t j = 0; j < NR; j++)                              \
                                 panel[p * NR + j] = j < w ? b[(pc + p) * brs + jc + jp + j] : 0; \
-                    else                                                                  \
+                    else { /* B's transpose: whole blocks by shuffles, the rest as is */  \
+                        const T *src = b + pc + (jc + jp) * bcs;                          \
+                        const int64_t L = PB_LANES_##S, whole = w == NR ? kc / L * L : 0; \
+                        for (int64_t p = 0; p < whole; p += L)                            \
+                            for (int64_t j = 0; j < NR; j += L)                           \
+                                pb_transpose_##S(src + j * bcs + p, bcs, panel + p * NR + j, NR); \
                         for (int64_t j = 0; j < NR; j++)                                  \
-                            for (int64_t p = 0; p < kc; p++)                              \
-                                panel[p * NR + j] = j < w ? b[pc + p + (jc + jp + j) * bcs] : 0; \
+                            for (int64_t p = whole; p < kc; p++)                          \
+                                panel[p * NR + j] = j < w ? src[p + j * bcs] : 0;         \
+                    }                                                                     \
                 }                                                                         \
                 for (int64_t ic = 0; ic < m; ic += PB_MC) {                               \
                     const int64_t mc = m - ic < PB_MC ? m - ic : PB_MC;                   \
@@ -222,5 +258,5 @@ static void *pb_scratch(void **slot, size_t *have, size_t n) {
         return 0;                                                                         \
     }
 
-PB_DEFINE_PACKED_GEMM(float32, float)
-PB_DEFINE_PACKED_GEMM(float64, double)
+PB_DEFINE_PACKED_GEMM(float32, float, int32_t)
+PB_DEFINE_PACKED_GEMM(float64, double, int64_t)
