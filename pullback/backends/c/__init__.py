@@ -33,7 +33,9 @@ from .loop_print import format_module
 from .lower import lower_module
 
 RUNTIME = (Path(__file__).parent / "runtime.h").read_text()
-#: The runtime library every module links (routines too large to compile into each).
+#: The runtime libraries modules link: what every module does alike between Python and
+#: C, and routines too large to compile into each (products).
+GLUE = (Path(__file__).parent / "glue.c").read_text()
 KERNELS = (Path(__file__).parent / "kernels.c").read_text()
 choose_threading()
 
@@ -42,7 +44,7 @@ __all__ = ["Compiled", "NoCompilerError", "Unsupported", "compile_func", "source
 
 
 #: Result arrays of at least this many bytes take memory NumPy freed from earlier ones
-#: (``PB_BIG`` in the module's C).
+#: (``PB_BIG`` in ``glue.c``).
 BIG_RESULT = 1 << 20
 NPY_TYPES = {"bool": "NPY_BOOL", "int32": "NPY_INT32", "int64": "NPY_INT64",
              "float32": "NPY_FLOAT32", "float64": "NPY_FLOAT64"}
@@ -90,65 +92,6 @@ static PyObject *pb_set_hooks(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
-/* Memory of big result arrays, kept when NumPy frees it and handed to the next call's
-   results of that size: writing a fresh mapping faults its pages in, which the kernel
-   zeroes first (about half the time of a 40 MB element-wise gradient).  At most
-   PB_KEPT_BYTES stay kept; a result array carries this handler, so its memory comes back
-   here whichever module or thread frees it. */
-#define PB_BIG ((size_t)1 << 20)
-#define PB_KEPT_SLOTS 16
-#define PB_KEPT_BYTES ((size_t)256 << 20)
-static struct { void *p; size_t n; } pb_kept[PB_KEPT_SLOTS];
-static size_t pb_kept_bytes;
-static char pb_kept_lock;
-
-static void pb_lock(void) { while (__atomic_test_and_set(&pb_kept_lock, __ATOMIC_ACQUIRE)) ; }
-static void pb_unlock(void) { __atomic_clear(&pb_kept_lock, __ATOMIC_RELEASE); }
-
-static void *pb_kept_malloc(void *ctx, size_t n) {
-    (void)ctx;
-    if (n >= PB_BIG) {
-        pb_lock();
-        for (int k = 0; k < PB_KEPT_SLOTS; k++) {
-            if (pb_kept[k].p && pb_kept[k].n == n) {
-                void *p = pb_kept[k].p;
-                pb_kept[k].p = NULL;
-                pb_kept_bytes -= n;
-                pb_unlock();
-                return p;
-            }
-        }
-        pb_unlock();
-    }
-    return malloc(n ? n : 1);
-}
-
-static void *pb_kept_calloc(void *ctx, size_t m, size_t n) { (void)ctx; return calloc(m, n); }
-static void *pb_kept_realloc(void *ctx, void *p, size_t n) { (void)ctx; return realloc(p, n); }
-
-static void pb_kept_free(void *ctx, void *p, size_t n) {
-    (void)ctx;
-    if (p && n >= PB_BIG) {
-        pb_lock();
-        for (int k = 0; k < PB_KEPT_SLOTS && pb_kept_bytes + n <= PB_KEPT_BYTES; k++) {
-            if (!pb_kept[k].p) {
-                pb_kept[k].p = p;
-                pb_kept[k].n = n;
-                pb_kept_bytes += n;
-                pb_unlock();
-                return;
-            }
-        }
-        pb_unlock();
-    }
-    free(p);
-}
-
-static PyDataMem_Handler pb_kept_handler = {
-    "pullback_kept", 1,
-    {NULL, pb_kept_malloc, pb_kept_calloc, pb_kept_realloc, pb_kept_free}};
-static PyObject *pb_kept_capsule = NULL;
-
 /* Raise the fault the context records, as the exception the Python hook builds. */
 static PyObject *pb_raise(const pb_ctx *ctx) {
     PyObject *fv = PyTuple_New(ctx->n_values), *iv = PyTuple_New(ctx->n_values);
@@ -165,59 +108,13 @@ static PyObject *pb_raise(const pb_ctx *ctx) {
     return NULL;
 }
 
-/* An argument's data when it is an aligned, native-order C-contiguous array of exactly
-   this type and shape, else NULL. */
-static void *pb_array_in(PyObject *o, int type, int nd, const npy_intp *dims) {
-    if (!PyArray_Check(o)) return NULL;
-    PyArrayObject *a = (PyArrayObject *)o;
-    if (PyArray_TYPE(a) != type || PyArray_NDIM(a) != nd || !PyArray_ISCARRAY_RO(a) ||
-        !PyArray_ISNOTSWAPPED(a)) return NULL;
-    const npy_intp *have = PyArray_DIMS(a);
-    for (int d = 0; d < nd; d++) if (have[d] != dims[d]) return NULL;
-    return PyArray_DATA(a);
-}
-
-/* A 0-d argument's value into v when it is a NumPy scalar of exactly this type. */
-static int pb_scalar_in(PyObject *o, int type, void *v) {
-    PyArray_Descr *descr = PyArray_DescrFromType(type);
-    int ok = (PyObject *)Py_TYPE(o) == (PyObject *)descr->typeobj;
-    Py_DECREF(descr);
-    if (ok) PyArray_ScalarAsCtype(o, v);
-    return ok;
-}
-
-/* A 0-d result as the form asks: a 0-d array, a NumPy scalar or a Python scalar. */
-static PyObject *pb_scalar_out(const void *v, int type, unsigned char code) {
-    if (code == 2) {
-        switch (type) {
-        case NPY_BOOL: return PyBool_FromLong(*(const uint8_t *)v);
-        case NPY_INT32: return PyLong_FromLong(*(const int32_t *)v);
-        case NPY_INT64: return PyLong_FromLongLong(*(const int64_t *)v);
-        case NPY_FLOAT32: return PyFloat_FromDouble(*(const float *)v);
-        default: return PyFloat_FromDouble(*(const double *)v);
-        }
-    }
-    PyArray_Descr *descr = PyArray_DescrFromType(type);
-    if (code == 1) {
-        PyObject *s = PyArray_Scalar((void *)v, descr, NULL);
-        Py_DECREF(descr);
-        return s;
-    }
-    PyObject *a = PyArray_NewFromDescr(&PyArray_Type, descr, 0, NULL, NULL, NULL, 0, NULL);
-    if (a) memcpy(PyArray_DATA((PyArrayObject *)a), v, PyArray_ITEMSIZE((PyArrayObject *)a));
-    return a;
-}
-
-/* The results as the form asks: a list, the only one, or a tuple (steals them). */
-static PyObject *pb_results(PyObject **r, int n, unsigned char shape) {
-    if (shape == 1) return r[0];
-    PyObject *out = shape == 2 ? PyTuple_New(n) : PyList_New(n);
-    for (int k = 0; k < n; k++) {
-        if (shape == 2) PyTuple_SET_ITEM(out, k, r[k]);
-        else PyList_SET_ITEM(out, k, r[k]);
-    }
-    return out;
-}
+/* The runtime's glue library (glue.c, built once and linked by every module). */
+extern PyObject *pb_kept_capsule;
+int pb_glue_init(void);
+void *pb_array_in(PyObject *o, int type, int nd, const npy_intp *dims);
+int pb_scalar_in(PyObject *o, int type, void *v);
+PyObject *pb_scalar_out(const void *v, int type, unsigned char code);
+PyObject *pb_results(PyObject **r, int n, unsigned char shape);
 """
 
 
@@ -349,8 +246,7 @@ def _module_source(name: str, body: str, wrapper: str) -> str:
         "        scipy_openblas_set_num_threads(atoi(threads));",
         "    }",
         "    import_array();",
-        '    pb_kept_capsule = PyCapsule_New(&pb_kept_handler, "mem_handler", NULL);',
-        "    if (!pb_kept_capsule) return NULL;",
+        "    if (pb_glue_init()) return NULL;",
         "    return PyModule_Create(&pb_module);",
         "}",
         "",
@@ -443,8 +339,8 @@ def compile_func(func: Func) -> Compiled:
         print(src.loops)
     if "c" in dump:
         print(src.text)
-    # only modules with products need the library (its one-time build takes a second)
-    libraries = {"pbkernels": KERNELS} if "pb_gemm_" in src.text else {}
+    # only modules with products need the kernels (their one-time build takes a second)
+    libraries = {"pbglue": GLUE, **({"pbkernels": KERNELS} if "pb_gemm_" in src.text else {})}
     built = build_module(src.text, src.name, headers={"runtime.h": RUNTIME},
                          libraries=libraries)
     return Compiled(func, built, src.checks, src.prints, src.text)

@@ -135,14 +135,16 @@ def _library(argv: tuple[str, ...], version: str, cflags: tuple[str, ...], name:
              source: str) -> Path:
     """The shared library ``lib<name>`` built from source and cached (its file name, with
     the key, is also its soname: the modules linking it find it through an rpath)."""
-    key = cache.key("library", name, source, argv, version, cflags, _cpu_id())
+    key = cache.key("library", name, source, argv, version, cflags, numpy.__version__,
+                    sysconfig.get_config_var("EXT_SUFFIX"), _cpu_id())
     soname = f"lib{name}-{key}.so"
 
     def build(out: Path) -> None:
         accepted, _ = _probed(argv, version, cflags)
         install = f"-Wl,-install_name,@rpath/{soname}" if platform.system() == "Darwin" \
             else f"-Wl,-soname,{soname}"
-        _compile([*argv, *accepted, "-ffp-contract=fast", install], [], source,
+        python = ["-undefined", "dynamic_lookup"] if platform.system() == "Darwin" else []
+        _compile([*argv, *accepted, "-ffp-contract=fast", install], python, source,
                  f"lib{name}", {}, out)
 
     return cache.entry(key, f"lib{name}.so", build)
