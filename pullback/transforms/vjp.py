@@ -20,6 +20,13 @@ same indices in reverse.  ``while_loop`` counts its iterations and the backward 
 its backward calls a backward twin that pops.  Values a block passes through unchanged
 (loop invariants, branch operands) are read outside instead of being pushed.
 
+Array cotangents through calls and branches: a backward twin, and the backward of each
+branch, is handed the running cotangent of every array operand and returns it with its
+own added, instead of returning an array of its own for the caller to add.  Together
+with adding an indexed read's cotangent (zeros but for one window) into that window
+only, a recursion reading ``a[i, j]`` costs O(1) per call in its backward, not
+O(a.size): the C backend updates the handed-over buffer in place (``donation.py``).
+
 A cotangent ``None`` is a symbolic zero; blocks are closed first
 (``closure.close_func``).
 """
@@ -41,6 +48,8 @@ from ..ir.rewrite import Env, clone_eqn, free_vars, inline, substitute
 from ..ir.types import StackType, TensorType, int64
 from ..ops import control as C
 from ..ops import elementwise as E
+from ..ops import index as Ix
+from ..ops import shape as Sh
 from ..ops import stack as St
 from ..ops.derivs import const, zeros
 from .activity import differentiable, eqn_active, loop_active
@@ -97,7 +106,18 @@ class Cotangents:
         old = self.cts.get(id(a))
         if old is not None and isinstance(a.type, StackType):
             raise ValueError("internal: a stack got two cotangents")
-        self.cts[id(a)] = ct if old is None else E.add(old, ct)
+        if old is None:
+            self.cts[id(a)] = ct
+            return
+        window = _window(ct) if a.type.shape != () else None
+        # zero but for one window (an indexed read's cotangent): add into that window
+        # only, which the backend does in place, instead of adding whole arrays
+        self.cts[id(a)] = E.add(old, ct) if window is None else _add_window(old, *window)
+
+    def replace(self, a: Atom, ct: Atom) -> None:
+        """``a``'s cotangent is now ``ct``, which already includes the old one."""
+        if self.ctx.is_varied(a):
+            self.cts[id(a)] = fit(ct, a.type)
 
 
 class ReverseMode:
@@ -139,13 +159,15 @@ class ReverseMode:
 
     def region(self, block: Block, in_varied: Sequence[bool], out_varied: Sequence[bool],
                outer: dict[int, Callable[[Atom | None], Atom]],
-               index: TensorType | None = None, carried: int | None = None
-               ) -> tuple[Block, Block, list[int]]:
+               index: TensorType | None = None, carried: int | None = None,
+               accumulate: Sequence[bool] = ()) -> tuple[Block, Block, list[int]]:
         """The forward and backward blocks of ``block``, and the shifted carries.
 
         forward: ``(*params, tape) -> (*results, tape)``, pushing its residuals;
         backward: ``([index], *cts of out_varied results, *shifted, tape) -> (*cts of
-        in_varied params, *shifted, tape)``, popping them.  ``outer[k](index)`` gives,
+        in_varied params, *shifted, tape)``, popping them.  The parameters marked in
+        ``accumulate`` (varied ones) get a running cotangent, passed after the results'
+        cotangents, that the backward adds theirs into and returns.  ``outer[k](index)`` gives,
         inside the backward, the value of parameter k when it need not be pushed (it is
         known outside).
 
@@ -163,7 +185,9 @@ class ReverseMode:
         ct_params = [Var(o.type) for o, v in zip(outs, out_varied, strict=True) if v]
         jparam = [Var(index)] if index is not None else []
         start_tape = Var(StackType())
-        bwd = Block([*jparam, *ct_params, start_tape])
+        accs = [(p, Var(p.type)) for p, a in zip(fparams, accumulate or [False] * len(fparams),
+                                                 strict=True) if a]
+        bwd = Block([*jparam, *ct_params, *[v for _, v in accs], start_tape])
         head = Block()  # the known values, put first once the rest is pruned
         with b.into(head):
             known = {id(fparams[k]): make(jparam[0] if jparam else None)
@@ -174,6 +198,8 @@ class ReverseMode:
             for o, c in zip([o for o, v in zip(outs, out_varied, strict=True) if v], ct_params,
                             strict=True):
                 cts.add(o, c)
+            for p, acc in accs:
+                cts.add(p, acc)
             for step in reversed(inner.steps):
                 step(inner, cts)
             cins = [cts.get_or_zero(p) for p, v in zip(fparams, in_varied, strict=True) if v]
@@ -206,17 +232,21 @@ class ReverseMode:
         pred, *xs = ins
         vout = eqn_active(eqn, vin, stacks=False)
         outer = {k: (lambda j, x=x: x) for k, x in enumerate(xs)}
+        acc = [v and _accumulates(x.type) for x, v in zip(xs, vin[1:], strict=True)]
         (fthen, bthen, _), (felse, belse, _) = (
-            self.region(eqn.params[k], vin[1:], vout, outer) for k in ("then", "orelse"))
+            self.region(eqn.params[k], vin[1:], vout, outer, accumulate=acc)
+            for k in ("then", "orelse"))
         res = current().emit("cond", [pred, *xs, ctx.take_tape()],
                              {"then": fthen, "orelse": felse})
         outs, ctx.tape = res[:-1], res[-1]
 
         def step(ctx: Context, cts: Cotangents) -> None:
             couts = [cts.get_or_zero(o) for o, v in zip(outs, vout, strict=True) if v]
-            back = current().emit("cond", [pred, *couts, ctx.btape],
+            varied = [x for x, v in zip(xs, vin[1:], strict=True) if v]
+            accs, replaces = _accumulators(cts, varied, [_accumulates(x.type) for x in varied])
+            back = current().emit("cond", [pred, *couts, *accs, ctx.btape],
                                   {"then": bthen, "orelse": belse})
-            _add_all(cts, [x for x, v in zip(xs, vin[1:], strict=True) if v], back[:-1])
+            _absorb(cts, varied, back[:-1], replaces)
             ctx.btape = back[-1]
 
         return outs, vout, step
@@ -342,8 +372,10 @@ class ReverseMode:
 
         def step(ctx: Context, cts: Cotangents) -> None:
             couts = [cts.get_or_zero(o) for o, v in zip(outs, vout, strict=True) if v]
-            back = current().emit("call", [*couts, ctx.btape], {"callee": bwd})
-            _add_all(cts, [x for x in ins if differentiable(x.type)], back[:-1])
+            varied = [x for x in ins if differentiable(x.type)]
+            accs, replaces = _accumulators(cts, varied, [_accumulates(x.type) for x in varied])
+            back = current().emit("call", [*couts, *accs, ctx.btape], {"callee": bwd})
+            _absorb(cts, varied, back[:-1], replaces)
             ctx.btape = back[-1]
 
         return outs, vout, step
@@ -358,14 +390,16 @@ class ReverseMode:
         n = next(_serial)
         fwd = declare_func(f"{func.name}_fwd{n}", [*func.in_types, StackType()],
                            [*func.out_types, StackType()])
+        acc = [v and _accumulates(t) for t, v in zip(func.in_types, vin, strict=True)]
         bwd = declare_func(f"{func.name}_bwd{n}",
                            [*[t for t, v in zip(func.out_types, vout, strict=True) if v],
+                            *[t for t, a in zip(func.in_types, acc, strict=True) if a],
                             StackType()],
                            [*[t for t, v in zip(func.in_types, vin, strict=True) if v],
                             StackType()])
         self.twins[id(func)] = (fwd, bwd)
         with Builder():
-            fwd.block, bwd.block, _ = self.region(func.block, vin, vout, {})
+            fwd.block, bwd.block, _ = self.region(func.block, vin, vout, {}, accumulate=acc)
         return fwd, bwd
 
 
@@ -463,6 +497,99 @@ def _rule_step(eqn: Eqn, ins: list, outs: list, ctx: Context, cts: Cotangents) -
 def _add_all(cts: Cotangents, atoms, values) -> None:
     for a, c in zip(atoms, values, strict=True):
         cts.add(a, c)
+
+
+def _producer(v: Atom) -> Eqn | None:
+    """The equation of the block being emitted that made ``v``, if among its last few."""
+    if not isinstance(v, Var):
+        return None
+    for e in current().frame.eqns[:-9:-1]:
+        if any(o is v for o in e.outputs):
+            return e
+    return None
+
+
+def _is_zeros(a: Atom) -> bool:
+    if isinstance(a, Lit):
+        return not np.any(a.value)
+    e = _producer(a)
+    return e is not None and e.op.name == "broadcast_in_dim" and \
+        isinstance(e.inputs[0], Lit) and not np.any(e.inputs[0].value)
+
+
+def _window(ct: Atom) -> tuple[Atom, list[Atom]] | None:
+    """``(update, starts)`` when ``ct`` is zeros with ``update`` written at ``starts``
+    (the cotangent of an indexed read: ``dynamic_slice``'s rule, zero-padded by
+    ``slice``'s), else None."""
+    e = _producer(ct)
+    inner, lo = ct, (0,) * ct.type.ndim
+    if e is not None and e.op.name == "pad":
+        x, value = e.inputs
+        if not _is_zeros(value) or any(e.params["interior"]) or \
+                min((*e.params["lo"], *e.params["hi"]), default=0) < 0:
+            return None
+        inner, lo, e = x, e.params["lo"], _producer(x)
+    if e is None or e.op.name != "dynamic_update_slice" or not _is_zeros(e.inputs[0]):
+        return None
+    _, upd, *starts = e.inputs
+    at: list[Atom] = []
+    for s, n, d_in, d_out, w in zip(starts, lo, inner.type.shape, ct.type.shape,
+                                    upd.type.shape, strict=True):
+        if isinstance(s, Lit):  # clamped as dynamic_update_slice does, then shifted
+            at.append(const(min(max(int(s.value), 0), d_in - w) + n, s.type))
+        elif n == 0 and d_in == d_out:  # the same clamp in ``ct``
+            at.append(s)
+        else:
+            return None
+    return upd, at
+
+
+def _add_window(old: Atom, upd: Atom, starts: list[Atom]) -> Atom:
+    """``old`` plus zeros holding ``upd`` at ``starts``: only that window changes (a
+    single element as a scalar, so that no one-element array is made)."""
+    shape = upd.type.shape
+    if upd.type.size == 1:
+        e = _producer(upd)
+        value = e.inputs[0] if e is not None and e.op.name == "reshape" and \
+            e.inputs[0].type.shape == () else Sh.reshape(upd, shape=())
+        here = Sh.reshape(Ix.dynamic_slice(old, *starts, sizes=shape), shape=())
+        new = Sh.reshape(fit(E.add(here, value), here.type), shape=shape)
+    else:
+        new = fit(E.add(Ix.dynamic_slice(old, *starts, sizes=shape), upd), upd.type)
+    return Ix.dynamic_update_slice(old, new, *starts)
+
+
+def _accumulators(cts: Cotangents, xs: Sequence[Atom], flags: Sequence[bool]
+                  ) -> tuple[list[Atom], list[bool]]:
+    """The running cotangents to hand to a backward that adds into them, for the ``xs``
+    marked in ``flags``, and whether each result replaces its value's cotangent (a value
+    passed twice gets zeros the second time: that result is added)."""
+    seen: set[int] = set()
+    accs, replaces = [], []
+    for x, f in zip(xs, flags, strict=True):
+        if not f:
+            replaces.append(False)
+            continue
+        first = id(x) not in seen and cts.ctx.is_varied(x)
+        seen.add(id(x))
+        accs.append(cts.get_or_zero(x) if first else zeros(x.type))
+        replaces.append(first)
+    return accs, replaces
+
+
+def _absorb(cts: Cotangents, xs: Sequence[Atom], values: Sequence[Atom],
+            replaces: Sequence[bool]) -> None:
+    for x, c, r in zip(xs, values, replaces, strict=True):
+        if r:
+            cts.replace(x, c)
+        else:
+            cts.add(x, c)
+
+
+def _accumulates(t) -> bool:
+    """Whether a backward adds a parameter's cotangent into a running one it is handed
+    (arrays: their cotangents are mostly small windows, added in place)."""
+    return isinstance(t, TensorType) and differentiable(t) and t.shape != ()
 
 
 def _trip_count(lo: Atom, hi: Atom, stride: Atom) -> Atom:

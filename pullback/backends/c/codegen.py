@@ -105,6 +105,7 @@ class _C(ExprPrinter):
     def __init__(self) -> None:
         self.lines: list[str] = []
         self.depth = 1
+        self.vector = 0  # inside this many loops with a pragma (SIMD: libmvec math)
 
     def line(self, text: str) -> None:
         self.lines.append("    " * self.depth + text)
@@ -120,6 +121,8 @@ class _C(ExprPrinter):
             return f"({args[0]} ? {args[1]} : {args[2]})"
         if e.name == "convert":
             return _convert(args[0], e.dtype, e.out)
+        if e.name == "log2" and e.dtype.is_float and not self.vector:  # scalar code
+            return f"{_math('pb_log2', e.dtype)}({args[0]})"
         if len(args) == 1:
             return _unary(e.name, args[0], e.dtype)
         return _binary(e.name, args[0], args[1], e.dtype)
@@ -185,6 +188,7 @@ class _C(ExprPrinter):
                 self.line(_pragma(s))
             step = f"{s.var}++" if s.step == 1 else f"{s.var} += {s.step}"
             head = f"for (int64_t {s.var} = {e(s.start)}; {s.var} < {e(s.stop)}; {step})"
+            self.vector += bool(s.pragma)
             if len(s.body) == 1 and isinstance(s.body[0], L.Set):
                 self.depth, depth = 0, self.depth
                 self.stmt(s.body[0])
@@ -192,6 +196,7 @@ class _C(ExprPrinter):
                 self.line(f"{head} {self.lines.pop()}")
             else:
                 self.nested(head + " {", s.body)
+            self.vector -= bool(s.pragma)
         elif isinstance(s, L.Range):
             i, h, st = s.var, e(s.hi), e(s.step)
             self.nested(f"for ({s.ctype} {i} = {e(s.lo)}; {st} > 0 ? {i} < {h} : {i} > {h}; "

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from ...ir.core import Atom, Block, Eqn, Var
 from ...ir.rewrite import free_vars
+from ...ir.types import TensorType
 
 UNARY = {"neg", "abs", "sign", "floor", "ceil", "round", "trunc", "exp", "expm1", "log",
           "log1p", "log2", "log10", "sqrt", "cbrt", "sin", "cos", "tan", "asin", "acos",
@@ -29,7 +30,7 @@ REDUCE = {"reduce_sum": ("sum", "+"), "reduce_prod": ("prod", "*"),
 POINTWISE = UNARY | BINARY | {"select", "convert", "stop_gradient"}
 #: Consumers that read each element of their operand once, by linear index.
 _READS_ONCE = {"select", "convert", "stop_gradient", "transpose", "slice", "rev",
-               "reshape", *REDUCE}
+               "reshape", "concatenate", *REDUCE}
 #: Pointwise ops whose C expression repeats an operand when it is not a float.
 _REPEATS = {"abs", "sign", "max", "min"}
 
@@ -80,7 +81,7 @@ def loop_shape(eqn: Eqn) -> tuple[int, ...] | None:
 
 
 #: How many later equations over its shape a run tries to take in.
-RUN_REACH = 256
+RUN_REACH = 2048
 
 
 def find_runs(blk: Block, apart: Collection[int] = ()) -> dict[int, list[Eqn]]:
@@ -170,6 +171,13 @@ def _reads_elementwise(c: Eqn) -> bool:
         c.inputs[0].type.dtype.is_float or c.op.name not in _REPEATS))
 
 
+def _by_element(e: Eqn) -> bool:
+    """Whether ``e`` is a gather of a 1-d array reading each of its indices once, at the
+    position of the element it makes (its indices may be computed where read)."""
+    return e.op.name == "gather" and e.inputs[0].type.ndim == 1 and \
+        e.inputs[1].type.shape == e.outputs[0].type.shape
+
+
 def fused_values(blk: Block, runs: dict[int, list[Eqn]], stored: Collection[int] = ()
                  ) -> set[int]:
     """Values of ``blk`` computed in each loop that reads them instead of into a buffer:
@@ -188,7 +196,7 @@ def fused_values(blk: Block, runs: dict[int, list[Eqn]], stored: Collection[int]
     kept |= {id(v) for e in blk.eqns for inner in e.blocks() for v in free_vars(inner)}
     outside = set(kept)  # read by the caller or a nested block
     kept |= {id(a) for e in blk.eqns if id(e) not in run_of and not _reads_elementwise(e)
-             for a in e.inputs}
+             for a in (e.inputs[:1] if _by_element(e) else e.inputs)}
     exprs = _expressions(blk, kept)
     # a transpose only products read is read by them in place (they renumber its axes)
     absorbed = {id(e.outputs[0]) for e in blk.eqns if e.op.name == "transpose" and
@@ -221,7 +229,8 @@ def fused_values(blk: Block, runs: dict[int, list[Eqn]], stored: Collection[int]
                 loops |= at[id(w)][0]
                 times += at[id(w)][1]
             elif r is None:  # its own loop, reading each element of v this many times
-                times += max(1, w.type.size // max(v.type.size, 1))
+                times += 1 if c.op.name == "concatenate" else \
+                    max(1, w.type.size // max(v.type.size, 1))
         loops.discard(own)
         evals = len(loops) + times
         cost, nbytes = exprs[id(v)]
@@ -232,7 +241,40 @@ def fused_values(blk: Block, runs: dict[int, list[Eqn]], stored: Collection[int]
             at[id(v)] = loops, times
             if pointwise_readers:
                 elementwise.add(id(v))
-    return set(at) | absorbed
+    return set(at) | absorbed | index_maps(blk, readers, outside | set(stored),
+                                           set(at) | absorbed)
+
+
+def index_maps(blk: Block, readers: dict[int, list[Eqn]], outside: Collection[int],
+               fused: Collection[int]) -> set[int]:
+    """Layout values computed where read instead of into a buffer, since reading them
+    costs an index computation and one load: slices (of a buffer or of such a value) and
+    reshapes of them, read at the index they map to; reshapes adding or dropping a last
+    axis of size 1 of a value computed where read (so is the reshape); and gathers of a 1-d array (a
+    buffer or such a value) that only pointwise equations read, each element loaded by
+    its index in the loops that read it (their indices tested once, where they are
+    made).  Values read outside the block or that keep their buffer (``outside``), and
+    operands computed in their readers' loops (``fused``), are left alone."""
+    maps: set[int] = set()
+    for e in blk.eqns:
+        if len(e.outputs) != 1 or id(e.outputs[0]) in outside or \
+                not isinstance(e.outputs[0].type, TensorType) or e.outputs[0].type.shape == ():
+            continue
+        v, x = e.outputs[0], e.inputs[0] if e.inputs else None
+        name = e.op.name
+        if name == "slice" and id(x) not in fused:
+            maps.add(id(v))
+        elif name == "reshape" and id(x) in maps:
+            maps.add(id(v))
+        elif name == "reshape" and id(x) in fused and v.type.shape in (
+                x.type.shape + (1,), x.type.shape[:-1]) and readers.get(id(v)) and \
+                all(_reads_elementwise(c) for c in readers[id(v)]):
+            maps.add(id(v))  # computed where read, as its operand is
+        elif name == "gather" and (id(x) in maps or id(x) not in fused) and \
+                x.type.ndim == 1 and e.inputs[1].type.shape == v.type.shape and \
+                readers.get(id(v)) and all(is_pointwise(c) for c in readers[id(v)]):
+            maps.add(id(v))
+    return maps
 
 
 @dataclass(frozen=True)

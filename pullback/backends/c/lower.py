@@ -17,12 +17,15 @@ interpreter.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 
 from ...ir.core import Atom, Block, Eqn, Func, Lit, Module, Var
 from ...ir.rewrite import free_vars
 from ...ir.types import StackType, TensorType, float32
+from .columns import split_columns
+from .donation import donations
 from .fusion import (
     BINARY,
     REDUCE,
@@ -39,6 +42,7 @@ from .loop_ir import (
     Bin,
     Break,
     Call,
+    Cast,
     Cond,
     Const,
     Copy,
@@ -69,11 +73,21 @@ from .loop_ir import (
     Unsupported,
     as_expr,
     ctype,
+    linear,
     strides,
 )
 from .lower_more import LinalgLowering
 from .lower_ops import MoreLowering
-from .memory import BlockPlan, Owned, destinations, place_arena, plan_block
+from .memory import (
+    BlockPlan,
+    Owned,
+    column_targets,
+    destinations,
+    place_arena,
+    placed_in_concats,
+    plan_block,
+)
+from .scalars import element_reads, element_writes
 
 #: Loops over at least this many elements run on every thread (``PULLBACK_NUM_THREADS``).
 PARALLEL_MIN = 1 << 16
@@ -104,6 +118,7 @@ class ModuleLowering:
         self.module = module
         self.names = {id(f): f"pbf_{k}" for k, f in enumerate(module.funcs.values())}
         self.entry = module.main
+        self.donated = donations(module)  # array parameters callees take over
         self.consts: list[tuple[str, object, list]] = []
         self.checks: list[Eqn] = []
         self.prints: list[Eqn] = []
@@ -135,7 +150,18 @@ class Lowering(MoreLowering, LinalgLowering):
         self.loop_locals: dict[int, str] | None = None  # in a kernel body: values as locals
         self.epilogues: dict[int, Epilogue] = {}  # products' epilogues, by product
         self.absorbed: set[int] = set()  # epilogues' equations their products computed
+        self.element_reads: dict[int, Eqn] = {}  # one-element slices: their 0-d reshape
+        self.element_writes: set[int] = set()  # one-element updates read as 0-d values
         self.broadcasts: set[int] = set()  # fused broadcasts
+        # fused slices and reshapes of them: the buffer they read, and the map from their
+        # linear index to its (read with no local: one kernel may read many positions)
+        self.remaps: dict[int, tuple[Atom, Callable[[Expr], Expr]]] = {}
+        # values computed in the buffer of the concatenation reading them: it, offset
+        self.placed: dict[int, tuple[Var, int]] = {}
+        self.placed_names: dict[int, set[str]] = {}  # a concatenation: those buffers
+        # values a kernel may store straight into a column of a concatenation's buffer
+        self.column_targets: dict[int, tuple[Var, int, Var]] = {}
+        self.in_columns: set[int] = set()  # values (and their reshapes) stored so
         self.transposed: dict[int, tuple[Atom, tuple[int, ...]]] = {}  # read by products
         self.producers: dict[int, Eqn] = {}  # each value's equation
         #: in a kernel by rows: its element's linear index, and its axis indices
@@ -184,6 +210,10 @@ class Lowering(MoreLowering, LinalgLowering):
     def buf(self, a: Atom) -> Expr:
         """A tensor atom's data pointer (a fused value is computed into a buffer here,
         where a consumer needs one)."""
+        remap = self.remaps.pop(id(a), None)
+        if remap is not None:  # a consumer needs it as a buffer of its own
+            self.define(a)
+            self.flat_loop(a, lambda i: Load(self.buf(remap[0]), remap[1](i)))
         fused = self.fused.get(id(a))
         if fused is not None:
             by_rows = self.reads_broadcast([a])
@@ -205,6 +235,9 @@ class Lowering(MoreLowering, LinalgLowering):
             return self.scalar(a)
         if self.loop_locals is not None and id(a) in self.loop_locals:
             return Sym(self.loop_locals[id(a)])
+        remap = self.remaps.get(id(a))
+        if remap is not None:
+            return Load(self.buf(remap[0]), remap[1](index))
         fused = self.fused.get(id(a))
         if fused is None:
             return Load(self.buf(a), index)
@@ -227,6 +260,12 @@ class Lowering(MoreLowering, LinalgLowering):
             self.add(Decl(name, ctype(t.dtype)))
         elif id(v) in self.dest:  # the entry's result, computed in the caller's buffer
             self.add(Pointer(name, ctype(t.dtype), Sym(f"r{self.dest[id(v)]}")))
+        elif id(v) in self.placed:  # computed in place in the concatenation reading it
+            out, offset = self.placed[id(v)]
+            if id(out) not in self.vars:
+                self.define(out)
+            self.add(Pointer(name, ctype(t.dtype), Sym(self.vars[id(out)]) + offset))
+            self.placed_names.setdefault(id(out), set()).add(name)
         elif not allocate:
             self.add(Pointer(name, ctype(t.dtype)))
             self.own(name, v)
@@ -273,7 +312,7 @@ class Lowering(MoreLowering, LinalgLowering):
         block owns and reads last between positions ``lo`` and ``hi`` (among ``names``
         when given): the caller computes ``out`` element by element from elements at
         the same index, so writing over that buffer is safe."""
-        if id(out) in self.dest or out.type.shape == ():
+        if id(out) in self.dest or id(out) in self.placed or out.type.shape == ():
             return False
         owned = self.scope.owned
         for name, o in owned.items():
@@ -330,8 +369,12 @@ class Lowering(MoreLowering, LinalgLowering):
         self.epilogues.update(products)
         runs = find_runs(blk, {id(e) for ep in products.values() for e in ep.eqns})
         fusible = fused_values(blk, runs, {id(ep.out) for ep in products.values()})
+        self.placed.update(placed_in_concats(blk, fusible, self.dest))
+        self.column_targets.update(column_targets(blk, fusible, runs))
         self.producers.update((id(o), e) for e in blk.eqns for o in e.outputs)
         self.fusible |= fusible
+        self.element_reads.update(element_reads(blk, fusible))
+        self.element_writes |= element_writes(blk, fusible)
         s = plan_block(blk, runs, fusible, self.dest)
         self.scopes.append(s)
         self.bind(blk.params, names)
@@ -355,8 +398,13 @@ class Lowering(MoreLowering, LinalgLowering):
         blk = self.func.block
         if self.entry:
             self.dest = destinations(blk)
-        self.open_block(blk, [f"p{k}" for k in range(len(blk.params))],
-                        [False] * len(blk.params))
+        donated = self.mod.donated.get(id(self.func), {})
+        names = [f"p{k}" for k in range(len(blk.params))]
+        for k in donated:  # a buffer of its own: writable, freed or moved out here
+            dt = ctype(blk.params[k].type.dtype)
+            names[k] = f"q{k}"
+            self.add(Pointer(names[k], dt, Cast(f"{dt} *", Sym(f"p{k}"))))
+        self.open_block(blk, names, [k in donated for k in range(len(blk.params))])
         self.block_body(blk)
         if self.entry:
             self.entry_results(blk)
@@ -421,6 +469,8 @@ class Lowering(MoreLowering, LinalgLowering):
 
     def equation(self, eqn: Eqn) -> None:
         """One equation's loop IR, by the handler of its op."""
+        if self.scalar_element(eqn):
+            return
         handler = getattr(self, "op_" + eqn.op.name, None)
         if handler is None:
             handler = self.elementwise if eqn.op.name in UNARY | BINARY else None
@@ -429,6 +479,23 @@ class Lowering(MoreLowering, LinalgLowering):
         if handler is None:
             raise Unsupported(f"the C backend has no code for {eqn.op.name} yet")
         handler(eqn)
+
+    def scalar_element(self, eqn: Eqn) -> bool:
+        """A one-element read (with its reshape to 0-d) as one load into a local, or a
+        0-d value reshaped for a one-element update read as itself (``scalars.py``)."""
+        reshape = self.element_reads.get(id(eqn))
+        if reshape is not None:
+            x, *starts = eqn.inputs
+            at = self._starts(x, starts, eqn.params["sizes"])
+            name = self.define(reshape.outputs[0])
+            self.add(Set(Sym(name), self.elem(x, linear(x.type.shape, at))))
+            self.absorbed.add(id(reshape))
+            return True
+        if eqn.op.name == "reshape" and id(eqn.outputs[0]) in self.element_writes:
+            x = eqn.inputs[0]
+            self.fused[id(eqn.outputs[0])] = lambda i, x=x: self.scalar(x)
+            return True
+        return False
 
     # -- elementwise ------------------------------------------------------------------------
 
@@ -516,7 +583,12 @@ class Lowering(MoreLowering, LinalgLowering):
                 needed.update(id(a) for a in e.inputs)
                 body.insert(0, e)
         for v in stored:
-            if not self.reuse(v, s.at, s.at):
+            target = self.column_targets.get(id(v))
+            if target is not None:  # stored straight into its column of the records
+                if id(target[0]) not in self.vars:
+                    self.define(target[0])
+                self.in_columns.update((id(v), id(target[2])))
+            elif not self.reuse(v, s.at, s.at):
                 self.define(v)
         accs, clauses = {}, ()
         for e in body:
@@ -575,6 +647,11 @@ class Lowering(MoreLowering, LinalgLowering):
                 self.loop_locals[id(v)] = name = self.fresh("t")
                 self.add(Decl(name, ctype(v.type.dtype), expr))
         for v in stored:
+            if id(v) in self.in_columns:
+                out, col, _ = self.column_targets[id(v)]
+                at = i * out.type.shape[-1] + col
+                self.add(Set(Load(Sym(self.vars[id(out)]), at), Sym(self.loop_locals[id(v)])))
+                continue
             self.add(Set(Load(Sym(self.vars[id(v)]), i), Sym(self.loop_locals[id(v)])))
         self.loop_locals = None
 
@@ -644,8 +721,11 @@ class Lowering(MoreLowering, LinalgLowering):
         self.add(If(self.scalar(pred), then, orelse))
 
     def value_name(self, a: Atom) -> str:
-        """A name to bind a block parameter to (literals get a local)."""
+        """A name to bind a block parameter to (literals get a local; a value computed
+        where it is read gets its buffer here)."""
         if isinstance(a, Var):
+            if id(a) not in self.vars:
+                self.buf(a)
             return self.vars[id(a)]
         name = self.fresh("c")
         if a.type.shape == ():
@@ -743,6 +823,18 @@ class Lowering(MoreLowering, LinalgLowering):
                 args.append(self.scalar(x))
             else:
                 args.append(self.buf(x))
+        donated = self.mod.donated.get(id(callee), {})
+        if donated:
+            names = [self.vars.get(id(x)) if isinstance(x, Var) else None for x in eqn.inputs]
+            for k in donated:  # hand the buffer over if it dies here, else a copy
+                if names[k] is not None and names.count(names[k]) == 1 and \
+                        self.dying(names[k]):
+                    self.take(names[k])
+                else:
+                    t = eqn.inputs[k].type
+                    tmp = self.fresh("m")
+                    self.add(Copy(tmp, args[k], ctype(t.dtype), t.size, declare=True))
+                    args[k] = Sym(tmp)
         args += [Addr(o) for o in outs]
         self.add(Call(self.mod.names[id(callee)], tuple(args)))
 
@@ -814,5 +906,10 @@ class Lowering(MoreLowering, LinalgLowering):
 def lower_module(module: Module) -> tuple[LoopModule, list[Eqn], list[Eqn]]:
     """The loop IR of ``module`` (the entry is ``pbf_0``), its checks and its prints,
     each in the order of their ids."""
+    if os.environ.get("PULLBACK_COLUMNS", "1") != "0":
+        module = split_columns(module)
+        if os.environ.get("PULLBACK_VERIFY", "") not in ("", "0"):
+            from ...ir.verify import verify
+            verify(module)
     low = ModuleLowering(module)
     return low.lower(), low.checks, low.prints

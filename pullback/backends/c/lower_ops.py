@@ -39,6 +39,8 @@ from .loop_ir import (
 #: layout of B, measured against OpenBLAS on 1 and 2 threads: a row-major B at least two
 #: vectors wide runs as register tiles straight from B; others are first copied in panels.
 GEMM_INLINE_MAX_WORK = {True: 1 << 20, False: 1 << 15}
+#: The widest last axis a concatenation along it writes row by row, unrolled.
+CONCAT_UNROLL = 64
 #: dtypes the inline kernel computes; floats beyond its sizes go to BLAS.
 _GEMM_DTYPES = {"float32", "float64", "int32", "int64"}
 
@@ -77,6 +79,16 @@ def _as_gemm(a: TensorType, b: TensorType, lc, rc, lb, rb, lf, rf):
     if max(m, n, k) >= 2 ** 31:
         return None
     return batch, m, n, k, trans_a, trans_b
+
+
+def _along(shape: Sequence[int], axis: int, index: Expr) -> Expr:
+    """The index along ``axis`` of element ``index`` (a linear index) of an array of
+    ``shape``."""
+    if shape[axis] == 1:
+        return Int(0)
+    stride = math.prod(shape[axis + 1:])
+    along = Bin("/", index, Int(stride)) if stride > 1 else index
+    return along if math.prod(shape[:axis]) == 1 else Bin("%", along, Int(shape[axis]))
 
 
 def _at(dest: str, shape: Sequence[int], idx: Sequence[Expr]) -> Expr:
@@ -137,8 +149,18 @@ class MoreLowering:
         return along if axis == 0 else Bin("%", along, Int(v.type.shape[axis]))
 
     def op_reshape(self, eqn: Eqn) -> None:
-        """A view of its operand's buffer, or a copy where it cannot be one."""
+        """A view of its operand's buffer, or a copy where it cannot be one (a fused
+        slice's reshape reads what the slice reads, at the same linear index)."""
         (out,) = eqn.outputs
+        if id(out) in self.in_columns:  # its kernel stored it in the concatenation
+            return
+        if id(out) in self.fusible and id(eqn.inputs[0]) in self.remaps:
+            self.remaps[id(out)] = self.remaps[id(eqn.inputs[0])]
+            return
+        if id(out) in self.fusible and id(eqn.inputs[0]) in self.fused:
+            x = eqn.inputs[0]
+            self.fused[id(out)] = lambda i: self.elem(x, i)  # the same linear index
+            return
         if id(out) in self.scope.views:
             self.vars[id(out)] = self.vars[id(eqn.inputs[0])]
             return
@@ -161,6 +183,17 @@ class MoreLowering:
 
     def op_slice(self, eqn: Eqn) -> None:
         start, stride = eqn.params["start"], eqn.params["stride"]
+        (out,), x = eqn.outputs, eqn.inputs[0]
+        if id(out) in self.fusible:  # read where needed, at the index it maps to
+            src, inner = self.remaps.get(id(x), (x, None))
+
+            def index(i: Expr) -> Expr:
+                at = linear(x.type.shape, [s + _along(out.type.shape, d, i) * st for d, (s, st)
+                                           in enumerate(zip(start, stride, strict=True))])
+                return at if inner is None else inner(at)
+
+            self.remaps[id(out)] = (src, index)
+            return
         self.gather_loop(eqn.outputs[0], eqn.inputs[0], lambda idx: [
             s + i * st for i, s, st in zip(idx, start, stride, strict=True)])
 
@@ -182,8 +215,31 @@ class MoreLowering:
 
     def op_concatenate(self, eqn: Eqn) -> None:
         (out,) = eqn.outputs
-        self.define(out)
+        if id(out) not in self.vars:  # (defined already where an operand was placed in it)
+            self.define(out)
         axis, dest = eqn.params["axis"], self.vars[id(out)]
+        inside = self.placed_names.get(id(out), set())
+        width = out.type.shape[axis] if out.type.ndim else 0
+        if axis == out.type.ndim - 1 and width <= CONCAT_UNROLL and out.type.size:
+            # along a short last axis (columns assembled into records): one pass over the
+            # rows writes each row whole, rather than one strided pass per operand
+            rows = out.type.shape[:-1]
+
+            def row(idx: list[Expr]) -> None:
+                at = linear(rows, idx) if rows else Int(0)
+                col = 0
+                for x in eqn.inputs:
+                    w = x.type.shape[-1]
+                    for c in range(0 if self.vars.get(id(x)) in inside or
+                                   id(x) in self.in_columns else w):
+                        self.add(Set(Load(Sym(dest), at * width + (col + c)),
+                                     self.elem(x, at * w + c if w > 1 else at)))
+                    col += w
+
+            if any(self.vars.get(id(x)) not in inside and id(x) not in self.in_columns
+                   for x in eqn.inputs):
+                self.nd_loop(rows, row)
+            return
         offset = 0
         for x in eqn.inputs:
             def body(idx, x=x, offset=offset):
@@ -191,7 +247,8 @@ class MoreLowering:
                 self.add(Set(_at(dest, out.type.shape, at),
                              self.elem(x, linear(x.type.shape, idx))))
 
-            if x.type.size:
+            if x.type.size and self.vars.get(id(x)) not in inside and \
+                    id(x) not in self.in_columns:
                 self.nd_loop(x.type.shape, body)
             offset += x.type.shape[axis]
 
@@ -530,6 +587,20 @@ class MoreLowering:
         (out,) = eqn.outputs
         x, idx = eqn.inputs
         axis = eqn.params["axis"]
+        if id(out) in self.fusible:  # a 1-d array's elements, loaded where read
+            size = x.type.shape[0]
+            if (id(idx), size) not in self.scope.checked:
+                self.scope.checked.add((id(idx), size))
+                self.nd_loop(idx.type.shape, lambda ix: self._checked_index(
+                    idx, linear(idx.type.shape, ix), axis, size))
+            src, inner = self.remaps.get(id(x), (x, None))
+
+            def element(i: Expr) -> Expr:
+                j = Cast("int64_t", self.elem(idx, i))
+                return Load(self.buf(src), j if inner is None else inner(j))
+
+            self.fused[id(out)] = element
+            return
         self.define(out)
         dest = self.vars[id(out)]
         n = idx.type.ndim

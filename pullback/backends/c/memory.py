@@ -31,8 +31,108 @@ def destinations(blk: Block) -> dict[int, int]:
     for k, r in enumerate(blk.results):
         if isinstance(r, Var) and r.type.shape != () and id(r) in made and id(r) not in dest:
             dest[id(r)] = k
+    # a result that reshapes a value only it reads: that value is computed in the
+    # caller's buffer too, and the reshape is a view of it
+    producer = {id(o): e for e in blk.eqns for o in e.outputs}
+    reads: dict[int, int] = {}
+    for e in blk.eqns:
+        for a in e.inputs:
+            reads[id(a)] = reads.get(id(a), 0) + 1
+        for inner in e.blocks():
+            for v in free_vars(inner):
+                reads[id(v)] = reads.get(id(v), 0) + 2
+    for r in blk.results:
+        reads[id(r)] = reads.get(id(r), 0) + 2
+    for r, k in list(dest.items()):
+        e = producer[r]
+        x = e.inputs[0] if e.op.name == "reshape" else None
+        if isinstance(x, Var) and id(x) in made and id(x) not in dest and \
+                reads.get(id(x)) == 1 and x.type.dtype == e.outputs[0].type.dtype:
+            dest[id(x)] = k
     return dest
 
+
+
+def placed_in_concats(blk: Block, fusible: set[int], dest: dict[int, int]
+                      ) -> dict[int, tuple[Var, int]]:
+    """Values of ``blk`` computed straight into the buffer of the concatenation that is
+    their only reader (directly or through a reshape), at their offset in it: operands
+    of a concatenation whose operands are contiguous stretches of the result (the axes
+    before the joined one all have size 1), made by an equation that allocates its
+    result.  The concatenation then copies nothing for them."""
+    made = {id(o): e for e in blk.eqns if not e.op.blocks and e.op.name not in
+            ("call", "reshape") for o in e.outputs}
+    reads: dict[int, int] = {}
+    for e in blk.eqns:
+        for a in e.inputs:
+            reads[id(a)] = reads.get(id(a), 0) + 1
+        for inner in e.blocks():
+            for v in free_vars(inner):
+                reads[id(v)] = reads.get(id(v), 0) + 2
+    for r in blk.results:
+        reads[id(r)] = reads.get(id(r), 0) + 2
+    reshaped = {id(e.outputs[0]): e.inputs[0] for e in blk.eqns if e.op.name == "reshape"}
+    placed: dict[int, tuple[Var, int]] = {}
+    for e in blk.eqns:
+        if e.op.name != "concatenate":
+            continue
+        out, axis = e.outputs[0], e.params["axis"]
+        if id(out) in fusible or any(d != 1 for d in out.type.shape[:axis]):
+            continue
+        offset = 0
+        for x in e.inputs:
+            y = reshaped.get(id(x), x) if reads.get(id(x)) == 1 else x
+            if isinstance(y, Var) and isinstance(x, Var) and id(y) in made and \
+                    reads.get(id(y)) == 1 and id(y) not in fusible and id(y) not in dest \
+                    and id(x) not in dest and id(y) not in placed and y.type.shape != () \
+                    and y.type.dtype == out.type.dtype and x is not out:
+                placed[id(y)] = (out, offset)
+            offset += x.type.size
+    return placed
+
+
+def column_targets(blk: Block, fusible: set[int], runs: dict[int, list[Eqn]]
+                   ) -> dict[int, tuple[Var, int, Var]]:
+    """Values of ``blk`` that, outside the run computing them, only a reshape adding a
+    last axis of size 1 reads (its other readers are run members the kernel computes
+    from it, not values computed again in later loops), itself read only by a
+    concatenation along that axis (a column of a record array): the run's kernel may
+    store one straight into that column of the concatenation's buffer.  Each maps to the
+    concatenation's result, the column, and the reshape."""
+    run_of = {id(e): k for k, run in runs.items() for e in run}
+    made_by = {id(o): e for e in blk.eqns for o in e.outputs}
+    readers: dict[int, list[Eqn | None]] = {}
+    for e in blk.eqns:
+        for a in e.inputs:
+            readers.setdefault(id(a), []).append(e)
+        for inner in e.blocks():
+            for v in free_vars(inner):
+                readers.setdefault(id(v), []).append(None)
+    for r in blk.results:
+        readers.setdefault(id(r), []).append(None)
+    producer = {id(o): e for e in blk.eqns for o in e.outputs}
+    found: dict[int, tuple[Var, int, Var]] = {}
+    for e in blk.eqns:
+        if e.op.name != "concatenate" or id(e.outputs[0]) in fusible or \
+                e.params["axis"] != e.outputs[0].type.ndim - 1:
+            continue
+        col = 0
+        for x in e.inputs:
+            r = readers.get(id(x), [])
+            p = producer.get(id(x))
+            if len(r) == 1 and p is not None and p.op.name == "reshape" and \
+                    isinstance(x, Var) and x.type.shape[-1] == 1:
+                v = p.inputs[0]
+                own = run_of.get(id(made_by.get(id(v))), -1)
+                others = [c for c in readers.get(id(v), []) if c is not p]
+                if isinstance(v, Var) and v.type.shape == x.type.shape[:-1] and own >= 0 \
+                        and all(c is not None and run_of.get(id(c)) == own and
+                                id(c.outputs[0]) not in fusible for c in others) \
+                        and v.type.dtype == x.type.dtype and e.inputs.count(x) == 1 and \
+                        len(others) + 1 == len(readers.get(id(v), [])):
+                    found[id(v)] = (e.outputs[0], col, x)
+            col += x.type.shape[-1]
+    return found
 
 
 def views_of(eqn: Eqn, fusible: set[int], dest: dict[int, int]) -> list[tuple[Var, Var]]:
@@ -51,7 +151,8 @@ def views_of(eqn: Eqn, fusible: set[int], dest: dict[int, int]) -> list[tuple[Va
         return []
     return [(o, x) for o, x in pairs
             if isinstance(x, Var) and isinstance(x.type, TensorType) and x.type.shape != ()
-            and o.type.shape != () and id(x) not in fusible and id(o) not in dest]
+            and o.type.shape != () and id(x) not in fusible and
+            dest.get(id(o), -1) == dest.get(id(x), -1)]
 
 
 
@@ -77,6 +178,7 @@ class BlockPlan:
     views: set[int]
     owned: dict[str, Owned] = field(default_factory=dict)  # C name: buffers to free
     at: int = -1  # the position being emitted
+    checked: set[tuple[int, int]] = field(default_factory=set)  # gathers' tested indices
 
 
 def plan_block(blk: Block, runs: dict[int, list[Eqn]], fusible: set[int],

@@ -8,8 +8,9 @@
  *   back: a loop's iterations after the first call no malloc.  The pool outlives the call
  *   (one per compiled module, taken by one call at a time), so repeated calls neither
  *   malloc nor page-fault their buffers; it keeps at most PB_POOL_KEEP bytes.
- * - pb_tape: the run-time stack of reverse-mode AD: bytes pushed and popped, growing
- *   geometrically.
+ * - pb_tape: the run-time stack of reverse-mode AD: bytes pushed and popped, in a chain
+ *   of chunks (growing adds a chunk, nothing is copied; pool-sized chunks are reused
+ *   by the next call without page faults).
  * - NumPy's semantics where C differs: floor division and remainder, float-to-int
  *   conversion, NaN-propagating max/min, sign, integer powers.
  */
@@ -43,10 +44,32 @@ typedef struct pb_block {
     char pad[40];
 } pb_block;
 
+/* A chunk of a tape; its bytes follow.  An item never straddles two chunks. */
+typedef struct pb_chunk {
+    struct pb_chunk *prev; /* the chunk before (NULL: the first) */
+    size_t prev_size;      /* the bytes that one held when this one started */
+    size_t cap;
+    char pad[8];
+} pb_chunk;
+
 typedef struct pb_tape {
-    char *data; /* a buffer of the context */
+    char *data; /* the current chunk's bytes (a buffer of the context) */
     size_t size, cap;
+    pb_chunk *chunk; /* the current chunk (NULL: none yet) */
+    pb_chunk *spare; /* the chunk popped off last, kept for the next growth */
 } pb_tape;
+
+/* The largest chunk: from 4 KiB, chunks double up to this size, so that a long tape is
+ * made of equal chunks.  The pool keeps up to PB_TAPE_KEEP bytes of those besides its
+ * PB_POOL_KEEP: a tape of gigabytes (a deep recursion's residuals) costs a page fault
+ * per 4 KiB when its memory is new (about 1 s per GB on some machines), so the next
+ * call reuses the last one's. */
+#ifndef PB_TAPE_CHUNK
+#define PB_TAPE_CHUNK ((size_t)4 << 20)
+#endif
+#ifndef PB_TAPE_KEEP
+#define PB_TAPE_KEEP ((size_t)4 << 30)
+#endif
 
 /* Free buffers by exact size: bins sorted by size, each a stack of blocks. */
 typedef struct pb_bin {
@@ -57,8 +80,12 @@ typedef struct pb_bin {
 typedef struct pb_pool {
     pb_bin *bins;
     size_t n, cap;
-    size_t held; /* bytes of the buffers in the bins */
+    size_t held;      /* bytes of the buffers in the bins */
+    size_t tape_held; /* of those, bytes of full-size tape chunks (PB_TAPE_KEEP) */
 } pb_pool;
+
+/* The bytes of a full-size tape chunk, header included. */
+#define PB_TAPE_BLOCK (sizeof(pb_chunk) + PB_TAPE_CHUNK)
 
 #ifndef PB_POOL_KEEP
 #define PB_POOL_KEEP ((size_t)256 << 20)
@@ -118,7 +145,10 @@ static size_t pb_bin_at(const pb_pool *pool, size_t bytes) {
 
 /* Keep `b` for reuse; 0 when the pool is full or out of memory (the caller frees it). */
 static int pb_pool_put(pb_pool *pool, pb_block *b) {
-    if (!pool || pool->held + b->bytes > PB_POOL_KEEP) return 0;
+    int tape = b->bytes == PB_TAPE_BLOCK;
+    if (!pool || (tape ? pool->tape_held + b->bytes > PB_TAPE_KEEP
+                       : pool->held - pool->tape_held + b->bytes > PB_POOL_KEEP))
+        return 0;
     size_t k = pb_bin_at(pool, b->bytes);
     if (k == pool->n || pool->bins[k].bytes != b->bytes) {
         if (pool->n == pool->cap) {
@@ -136,6 +166,7 @@ static int pb_pool_put(pb_pool *pool, pb_block *b) {
     b->next = pool->bins[k].head;
     pool->bins[k].head = b;
     pool->held += b->bytes;
+    if (tape) pool->tape_held += b->bytes;
     PB_POISON(b);
     return 1;
 }
@@ -148,6 +179,7 @@ static pb_block *pb_pool_take(pb_pool *pool, size_t bytes) {
     PB_UNPOISON(b);
     pool->bins[k].head = b->next;
     pool->held -= bytes;
+    if (bytes == PB_TAPE_BLOCK) pool->tape_held -= bytes;
     return b;
 }
 
@@ -228,23 +260,51 @@ static pb_tape *pb_tape_new(pb_ctx *ctx) {
     if (!t) return NULL;
     t->data = NULL;
     t->size = t->cap = 0;
+    t->chunk = t->spare = NULL;
     return t;
 }
 
-/* Growth out of line, so that a push inlines to a compare, a store and an add. */
+/* A new chunk (the spare one if it is large enough), out of line so that a push
+ * inlines to a compare, a store and an add. */
 __attribute__((noinline, cold))
 static int pb_tape_grow(pb_ctx *ctx, pb_tape *t, size_t bytes) {
-    size_t cap = t->cap ? t->cap : 4096;
-    while (cap < t->size + bytes) cap *= 2;
-    char *data = (char *)pb_alloc(ctx, cap);
-    if (!data) return pb_fail(ctx, "MemoryError", "out of memory growing the AD tape");
-    if (t->size) memcpy(data, t->data, t->size);
-    pb_free(ctx, t->data);
-    t->data = data;
-    t->cap = cap;
+    pb_chunk *c = t->spare;
+    if (c && c->cap >= bytes) {
+        t->spare = NULL;
+    } else {
+        size_t cap = t->chunk ? 2 * t->chunk->cap : 4096 - sizeof(pb_chunk);
+        if (cap > PB_TAPE_CHUNK) cap = PB_TAPE_CHUNK;
+        if (cap < bytes) cap = bytes;
+        c = (pb_chunk *)pb_alloc(ctx, sizeof(pb_chunk) + cap);
+        if (!c) return pb_fail(ctx, "MemoryError", "out of memory growing the AD tape");
+        c->cap = cap;
+    }
+    c->prev = t->chunk;
+    c->prev_size = t->size;
+    t->chunk = c;
+    t->data = (char *)(c + 1);
+    t->size = 0;
+    t->cap = c->cap;
     return 0;
 }
 
+/* Back to the chunk before (the current one becomes the spare), or the error of a pop
+ * from an empty stack. */
+__attribute__((noinline, cold))
+static int pb_tape_shrink(pb_ctx *ctx, pb_tape *t, size_t bytes) {
+    pb_chunk *c = t->chunk;
+    if (t->size != 0 || !c || !c->prev || c->prev_size < bytes)
+        return pb_fail(ctx, "IndexError", "pop from an empty stack");
+    if (t->spare) pb_free(ctx, t->spare);
+    t->spare = c;
+    t->chunk = c->prev;
+    t->data = (char *)(t->chunk + 1);
+    t->size = c->prev_size;
+    t->cap = t->chunk->cap;
+    return 0;
+}
+
+__attribute__((always_inline))
 static inline int pb_tape_push(pb_ctx *ctx, pb_tape *t, const void *src, size_t bytes) {
     if (__builtin_expect(t->size + bytes > t->cap, 0) && pb_tape_grow(ctx, t, bytes)) return 1;
     memcpy(t->data + t->size, src, bytes);
@@ -252,15 +312,33 @@ static inline int pb_tape_push(pb_ctx *ctx, pb_tape *t, const void *src, size_t 
     return 0;
 }
 
+__attribute__((always_inline))
 static inline int pb_tape_pop(pb_ctx *ctx, pb_tape *t, void *dst, size_t bytes) {
-    if (__builtin_expect(t->size < bytes, 0))
-        return pb_fail(ctx, "IndexError", "pop from an empty stack");
+    if (__builtin_expect(t->size < bytes, 0) && pb_tape_shrink(ctx, t, bytes)) return 1;
     t->size -= bytes;
     memcpy(dst, t->data + t->size, bytes);
     return 0;
 }
 
 /* -- NumPy's arithmetic ------------------------------------------------------------- */
+
+/* log2 in scalar code: an exact power of two (a one-bit mask's bit index, the depth of
+ * a halving) is its exponent, exactly what libm returns, with no call; others by libm. */
+static inline double pb_log2(double x) {
+    uint64_t b;
+    memcpy(&b, &x, sizeof b);
+    uint64_t e = b >> 52; /* sign and exponent: positive normal numbers only */
+    if ((b & ((UINT64_C(1) << 52) - 1)) == 0 && e - 1 < 0x7FE) return (double)((int64_t)e - 1023);
+    return log2(x);
+}
+
+static inline float pb_log2f(float x) {
+    uint32_t b;
+    memcpy(&b, &x, sizeof b);
+    uint32_t e = b >> 23;
+    if ((b & ((UINT32_C(1) << 23) - 1)) == 0 && e - 1 < 0xFE) return (float)((int32_t)e - 127);
+    return log2f(x);
+}
 
 /* NumPy's npy_divmod: floor division and a remainder with the divisor's sign. */
 static double pb_fmod_np(double a, double b) {
