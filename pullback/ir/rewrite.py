@@ -73,6 +73,28 @@ def inline(block: Block, args: Sequence[Atom], env: Env | None = None) -> list[A
     return [inner[r] for r in block.results]
 
 
+def block_readers(blk: Block) -> dict[int, list[Eqn | None]]:
+    """Per value (by ``id``): the equations of ``blk`` reading it, once per operand;
+    None for each nested block reading it and for the block's results."""
+    readers: dict[int, list[Eqn | None]] = {}
+    for e in blk.eqns:
+        for a in e.inputs:
+            readers.setdefault(id(a), []).append(e)
+        for inner in e.blocks():
+            for v in free_vars(inner):
+                readers.setdefault(id(v), []).append(None)
+    for r in blk.results:
+        readers.setdefault(id(r), []).append(None)
+    return readers
+
+
+def read_counts(blk: Block) -> dict[int, int]:
+    """Per value: how often ``blk`` reads it, a nested block's or the results' read
+    counting two (the value is read beyond one equation's loop)."""
+    return {v: sum(1 if e is not None else 2 for e in rs)
+            for v, rs in block_readers(blk).items()}
+
+
 def free_vars(block: Block) -> list[Var]:
     """Values ``block`` (or a block nested in it) reads but does not define, in order of
     first use."""

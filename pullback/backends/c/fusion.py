@@ -15,7 +15,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from ...ir.core import Atom, Block, Eqn, Var
-from ...ir.rewrite import free_vars
+from ...ir.rewrite import block_readers, free_vars
 from ...ir.types import TensorType
 
 UNARY = {"neg", "abs", "sign", "floor", "ceil", "round", "trunc", "exp", "expm1", "log",
@@ -299,15 +299,7 @@ def epilogues(blk: Block) -> dict[int, Epilogue]:
     0-d value or not, is only added to or subtracted from an array of the sum's type
     that exists before the product (the scale may be computed after it, from values
     that exist before it: those 0-d equations move before the product)."""
-    readers: dict[int, list[Eqn | None]] = {}
-    for e in blk.eqns:
-        for a in e.inputs:
-            readers.setdefault(id(a), []).append(e)
-        for inner in e.blocks():
-            for v in free_vars(inner):
-                readers.setdefault(id(v), []).append(None)
-    for r in blk.results:
-        readers.setdefault(id(r), []).append(None)
+    readers = block_readers(blk)
     made = {id(o): k for k, e in enumerate(blk.eqns) for o in e.outputs}
 
     def only_reader(v: Atom) -> Eqn | None:

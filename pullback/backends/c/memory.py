@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ...ir.core import Atom, Block, Eqn, Var
-from ...ir.rewrite import free_vars
+from ...ir.rewrite import block_readers, free_vars, read_counts
 from ...ir.types import TensorType
 from .loop_ir import Alloc, Free, LoopFunc
 
@@ -34,15 +34,7 @@ def destinations(blk: Block) -> dict[int, int]:
     # a result that reshapes a value only it reads: that value is computed in the
     # caller's buffer too, and the reshape is a view of it
     producer = {id(o): e for e in blk.eqns for o in e.outputs}
-    reads: dict[int, int] = {}
-    for e in blk.eqns:
-        for a in e.inputs:
-            reads[id(a)] = reads.get(id(a), 0) + 1
-        for inner in e.blocks():
-            for v in free_vars(inner):
-                reads[id(v)] = reads.get(id(v), 0) + 2
-    for r in blk.results:
-        reads[id(r)] = reads.get(id(r), 0) + 2
+    reads = read_counts(blk)
     for r, k in list(dest.items()):
         e = producer[r]
         x = e.inputs[0] if e.op.name == "reshape" else None
@@ -62,15 +54,7 @@ def placed_in_concats(blk: Block, fusible: set[int], dest: dict[int, int]
     result.  The concatenation then copies nothing for them."""
     made = {id(o): e for e in blk.eqns if not e.op.blocks and e.op.name not in
             ("call", "reshape") for o in e.outputs}
-    reads: dict[int, int] = {}
-    for e in blk.eqns:
-        for a in e.inputs:
-            reads[id(a)] = reads.get(id(a), 0) + 1
-        for inner in e.blocks():
-            for v in free_vars(inner):
-                reads[id(v)] = reads.get(id(v), 0) + 2
-    for r in blk.results:
-        reads[id(r)] = reads.get(id(r), 0) + 2
+    reads = read_counts(blk)
     reshaped = {id(e.outputs[0]): e.inputs[0] for e in blk.eqns if e.op.name == "reshape"}
     placed: dict[int, tuple[Var, int]] = {}
     for e in blk.eqns:
@@ -101,15 +85,7 @@ def column_targets(blk: Block, fusible: set[int], runs: dict[int, list[Eqn]]
     concatenation's result, the column, and the reshape."""
     run_of = {id(e): k for k, run in runs.items() for e in run}
     made_by = {id(o): e for e in blk.eqns for o in e.outputs}
-    readers: dict[int, list[Eqn | None]] = {}
-    for e in blk.eqns:
-        for a in e.inputs:
-            readers.setdefault(id(a), []).append(e)
-        for inner in e.blocks():
-            for v in free_vars(inner):
-                readers.setdefault(id(v), []).append(None)
-    for r in blk.results:
-        readers.setdefault(id(r), []).append(None)
+    readers = block_readers(blk)
     producer = {id(o): e for e in blk.eqns for o in e.outputs}
     found: dict[int, tuple[Var, int, Var]] = {}
     for e in blk.eqns:

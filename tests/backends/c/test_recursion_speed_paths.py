@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import pullback as pb
+from benchmarks.gradbench.evals.det import det
 from pullback.backends.c import build
 from pullback.backends.c.donation import donations
 from pullback.ir.core import Module
@@ -32,25 +33,7 @@ def _central(f, x: np.ndarray, h: float = 1e-6) -> np.ndarray:
     return g
 
 
-# -- expansion by minors: a recursion reading one element per call ------------------------
-
-
-def minor(a: np.ndarray, free: np.int64, row: np.int64) -> np.float64:
-    n = a.shape[0]
-    if row == n - 1:
-        return a[row, np.int64(np.log2(free))]
-    total = 0.0
-    sign = 1.0
-    for j in range(n):
-        bit = 1 << j
-        if np.bitwise_and(free, bit) != 0:
-            total = total + sign * a[row, j] * minor(a, free - bit, row + 1)
-            sign = -sign
-    return total
-
-
-def det(a: np.ndarray) -> np.float64:
-    return minor(a, np.int64((1 << a.shape[0]) - 1), np.int64(0))
+# -- expansion by minors (the GradBench tool's det): one element read per call ----------
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 5])
@@ -74,7 +57,7 @@ def test_the_backward_takes_its_running_cotangent_over():
     src = lowered.source
     bwd = [line for line in src.splitlines() if line.startswith("static int pbf_")
            and line.rstrip().endswith("{") and "const double *p1" in line]
-    assert bwd  # the backward twin of ``minor``: (cotangent, running cotangent, tape)
+    assert bwd  # the backward twin of ``det_of_minor``: (cotangent, running cotangent, tape)
     body = src[src.index(bwd[0]):]
     body = body[:body.index("\n}\n")]
     assert "double *q1 = ((double *)p1);" in body  # its own buffer: updated in place
