@@ -212,19 +212,25 @@ def _wrapper(func: Func, notes: str) -> str:
     return "\n".join(lines)
 
 
+#: What every module includes first (the build parses it once, as a precompiled header).
+PRELUDE = "\n".join([
+    "#define PY_SSIZE_T_CLEAN",
+    "#include <Python.h>",
+    "#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION",
+    "#define NPY_TARGET_VERSION NPY_1_22_API_VERSION  /* PyDataMem_SetHandler */",
+    "#include <numpy/arrayobject.h>",
+    '#include "runtime.h"',
+    "#include <cblas.h>",
+    "#ifdef _OPENMP",
+    "#include <omp.h>",
+    "#endif",
+    "",
+])
+
+
 def _module_source(name: str, body: str, wrapper: str) -> str:
     return "\n".join([
-        "#define PY_SSIZE_T_CLEAN",
-        "#include <Python.h>",
-        "#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION",
-        "#define NPY_TARGET_VERSION NPY_1_22_API_VERSION  /* PyDataMem_SetHandler */",
-        "#include <numpy/arrayobject.h>",
-        '#include "runtime.h"',
-        "#include <cblas.h>",
-        "#ifdef _OPENMP",
-        "#include <omp.h>",
-        "#endif",
-        "",
+        PRELUDE,
         body,
         wrapper,
         "",
@@ -342,5 +348,5 @@ def compile_func(func: Func) -> Compiled:
     # only modules with products need the kernels (their one-time build takes a second)
     libraries = {"pbglue": GLUE, **({"pbkernels": KERNELS} if "pb_gemm_" in src.text else {})}
     built = build_module(src.text, src.name, headers={"runtime.h": RUNTIME},
-                         libraries=libraries)
+                         libraries=libraries, prelude=PRELUDE)
     return Compiled(func, built, src.checks, src.prints, src.text)

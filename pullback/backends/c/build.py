@@ -30,6 +30,7 @@ import sysconfig
 import tempfile
 import warnings
 from collections.abc import Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from types import ModuleType
 
@@ -102,10 +103,13 @@ def warn_no_compiler_once() -> None:
 
 def build_module(source: str, module_name: str, *,
                  headers: Mapping[str, str] | None = None,
-                 libraries: Mapping[str, str] | None = None) -> ModuleType:
+                 libraries: Mapping[str, str] | None = None,
+                 prelude: str | None = None) -> ModuleType:
     """Compile source (which defines PyInit_<module_name>) and import it, or take it from
     the cache; headers (file name -> text) are written beside the source; libraries
-    (name -> C source) are shared libraries the module links, each built once."""
+    (name -> C source) are shared libraries the module links, each built once; prelude,
+    the includes the source begins with, is parsed once into a precompiled header that
+    later builds read instead (a third of a small module's compile time)."""
     headers = dict(headers or {})
     _check_names(module_name, headers)
     found = _compiler()
@@ -124,11 +128,56 @@ def build_module(source: str, module_name: str, *,
 
     def build(out: Path) -> None:
         accepted, vector = _probed(argv, version, tuple(cflags))
-        _compile([*argv, *accepted, *(["-DPB_MVEC"] if vector else [])],
-                 [*ldflags, *(["-lmvec", "-lm"] if vector else [])], source, module_name,
-                 headers, out)
+        command = [*argv, *accepted, *(["-DPB_MVEC"] if vector else [])]
+        link = [*ldflags, *(["-lmvec", "-lm"] if vector else [])]
+        if prelude is None or not source.startswith(prelude):
+            _compile(command, link, source, module_name, headers, out)
+            return
+        pch_key = cache.key("prelude", prelude, sorted(headers.items()), command, version,
+                            numpy.__version__, _cpu_id())
+        gch = _preludes.get(pch_key)
+        if gch is None or not gch.is_file():
+            gch = cache.existing(pch_key, f"{PRELUDE}.h.gch")
+        if gch is not None and pch_key not in _unusable:
+            _preludes[pch_key] = gch
+            try:
+                _compile(command, link, source, module_name, headers, out, (prelude, gch))
+                return
+            except BuildError:  # a compiler that cannot read it after all
+                _unusable.add(pch_key)
+        if gch is None and pch_key not in _unusable and pch_key not in _building:
+            _building[pch_key] = _background().submit(_precompile, pch_key, command,
+                                                      prelude, headers)
+        _compile(command, link, source, module_name, headers, out)
 
     return cache.load(key, module_name, build)
+
+
+#: The precompiled prelude's file name (without ``.h``) in each build directory.
+PRELUDE = "pb_prelude"
+#: Precompiled preludes found intact by this process (their digest is not checked again:
+#: a megabyte-sized file), being built (on a thread of their own, while modules compile
+#: without), and those it failed to build or use (not tried again).
+_preludes: dict[str, Path] = {}
+_building: dict[str, Future[None]] = {}
+_unusable: set[str] = set()
+
+
+@functools.cache
+def _background() -> ThreadPoolExecutor:
+    """The thread that builds precompiled preludes (the interpreter waits for it at exit)."""
+    return ThreadPoolExecutor(1, thread_name_prefix="pullback-prelude")
+
+
+def _precompile(pch_key: str, command: list[str], prelude: str,
+                headers: dict[str, str]) -> None:
+    """Build the precompiled prelude into the cache; a failure only means going without."""
+    try:
+        cache.entry(pch_key, f"{PRELUDE}.h.gch",
+                    lambda out: _compile(command, [], prelude, PRELUDE, headers, out,
+                                         header=True))
+    except BuildError:
+        _unusable.add(pch_key)
 
 
 def _library(argv: tuple[str, ...], version: str, cflags: tuple[str, ...], name: str,
@@ -233,14 +282,22 @@ def _has_vector_math(argv: tuple[str, ...], flags: tuple[str, ...]) -> bool:
 
 
 def _compile(command: list[str], ldflags: list[str], source: str, module_name: str,
-             headers: dict[str, str], out: Path) -> None:
-    """Compile source into the shared object out; on failure keep the source and say where."""
+             headers: dict[str, str], out: Path, pch: tuple[str, Path] | None = None, *,
+             header: bool = False) -> None:
+    """Compile source into the shared object out (or, for a header, the precompiled header
+    out), first reading pch, a prelude's (text, precompiled file); on failure keep the
+    source and say where."""
     build_dir = Path(tempfile.mkdtemp(prefix=f"pullback-{module_name}-"))
     for name, text in headers.items():
         (build_dir / name).write_text(text)
-    source_path = build_dir / f"{module_name}.c"
+    source_path = build_dir / f"{module_name}.{'h' if header else 'c'}"
     source_path.write_text(source)
-    argv = [*command, source_path.name, "-o", str(out), *ldflags]
+    first = ["-x", "c-header"] if header else []
+    if pch is not None:  # found as <prelude>.h.gch beside <prelude>.h
+        (build_dir / f"{PRELUDE}.h").write_text(pch[0])
+        os.symlink(pch[1], build_dir / f"{PRELUDE}.h.gch")
+        first = ["-include", f"{PRELUDE}.h"]
+    argv = [*command, *first, source_path.name, "-o", str(out), *ldflags]
     proc = _run(argv, build_dir)
     if proc.returncode != 0:
         raise BuildError(_failure_message(argv, proc, source_path),

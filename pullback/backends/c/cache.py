@@ -81,12 +81,23 @@ def _load_or_build(key: str, module_name: str, build: Callable[[Path], None]) ->
 def entry(key: str, name: str, build: Callable[[Path], None]) -> Path:
     """The intact cache file for key (``<stem>-<key><suffix>`` of name), (re)built first by
     build(path) when it is absent or damaged."""
-    stem, dot, suffix = name.partition(".")
-    path = cache_dir() / f"{stem}-{key}{dot}{suffix}"
-    sidecar = path.with_name(f"{stem}-{key}.sha256")
+    path, sidecar = _paths(key, name)
     if not _intact(path, sidecar):
         _store(path, sidecar, build)
     return path
+
+
+def existing(key: str, name: str) -> Path | None:
+    """The intact cache file for key (as ``entry`` names it), or None: nothing is built."""
+    path, sidecar = _paths(key, name)
+    return path if _intact(path, sidecar) else None
+
+
+def _paths(key: str, name: str) -> tuple[Path, Path]:
+    """Where the entry for key and its digest live."""
+    stem, dot, suffix = name.partition(".")
+    path = cache_dir() / f"{stem}-{key}{dot}{suffix}"
+    return path, path.with_name(f"{stem}-{key}.sha256")
 
 
 def _intact(path: Path, sidecar: Path) -> bool:

@@ -250,3 +250,58 @@ def test_a_library_is_built_once_and_linked_by_each_module(cache_dir):
     third = build.build_module(module_source("pb_t_lib3", "", _TWICE), "pb_t_lib3",
                                libraries=lib)
     assert third.f(-1.0) == -2.0 and so.stat().st_size > 100
+
+
+def _logging_compiler(tmp_path: Path, refuse: str = "") -> tuple[Path, Path]:
+    """A compiler wrapper that logs its arguments (and fails when given `refuse`)."""
+    log = tmp_path / "cc.log"
+    wrapper = tmp_path / "cc-logging"
+    check = f'case " $* " in *" {refuse} "*) exit 1;; esac\n' if refuse else ""
+    wrapper.write_text(f'#!/bin/sh\necho "$@" >> {log}\n{check}'
+                       f'exec {build.compiler_info()[0]} "$@"\n')
+    wrapper.chmod(0o755)
+    return wrapper, log
+
+
+def _built_with_prelude(name: str):
+    """Build add_source(name) declaring its includes a prelude, after any prelude being
+    precompiled in the background is done."""
+    source = add_source(name)
+    prelude = source[:source.index("\n", source.index('"offset.h"')) + 1]
+    for job in list(build._building.values()):
+        job.result()
+    return build.build_module(source, name, headers=HEADERS, prelude=prelude)
+
+
+def _commands(log: Path, name: str) -> list[list[str]]:
+    return [line.split() for line in log.read_text().splitlines() if f"{name}.c" in line]
+
+
+@needs_cc
+def test_a_prelude_is_precompiled_once_and_read_by_later_builds(cache_dir, tmp_path,
+                                                                 monkeypatch):
+    wrapper, log = _logging_compiler(tmp_path)
+    monkeypatch.setenv("PULLBACK_CC", str(wrapper))
+    first = _built_with_prelude("pb_t_pre1")  # starts precompiling the prelude
+    assert add(first, 1.5, 2.0) == 3.5
+    assert "-include" not in _commands(log, "pb_t_pre1")[0]
+    second = _built_with_prelude("pb_t_pre2")
+    assert add(second, 1.5, 2.0) == 3.5
+    (gch,) = cache_dir.glob(f"{build.PRELUDE}-*.h.gch")
+    assert gch.stat().st_size > 0
+    (command,) = _commands(log, "pb_t_pre2")
+    assert command[command.index("-include") + 1] == f"{build.PRELUDE}.h"
+    assert len([line for line in log.read_text().splitlines() if "c-header" in line]) == 1
+
+
+@needs_cc
+def test_a_prelude_the_compiler_cannot_read_is_left_out(cache_dir, tmp_path, monkeypatch):
+    wrapper, log = _logging_compiler(tmp_path, refuse="-include")
+    monkeypatch.setenv("PULLBACK_CC", str(wrapper))
+    _built_with_prelude("pb_t_pre3")
+    module = _built_with_prelude("pb_t_pre4")  # tries the prelude, then builds without
+    assert add(module, 1.5, 2.0) == 3.5
+    tried, built = _commands(log, "pb_t_pre4")
+    assert "-include" in tried and "-include" not in built
+    assert add(_built_with_prelude("pb_t_pre5"), 1.0, 1.0) == 2.0
+    assert ["-include" in c for c in _commands(log, "pb_t_pre5")] == [False]
