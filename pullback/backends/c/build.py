@@ -163,6 +163,13 @@ _building: dict[str, Future[None]] = {}
 _unusable: set[str] = set()
 
 
+def settle() -> None:
+    """Wait for what this process builds on the side (benchmarks call it after their
+    warm-up, so that first calls time the steady state of a machine's cache)."""
+    for job in list(_building.values()):
+        job.result()
+
+
 @functools.cache
 def _background() -> ThreadPoolExecutor:
     """The thread that builds precompiled preludes (the interpreter waits for it at exit)."""

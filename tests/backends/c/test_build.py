@@ -268,8 +268,7 @@ def _built_with_prelude(name: str):
     precompiled in the background is done."""
     source = add_source(name)
     prelude = source[:source.index("\n", source.index('"offset.h"')) + 1]
-    for job in list(build._building.values()):
-        job.result()
+    build.settle()
     return build.build_module(source, name, headers=HEADERS, prelude=prelude)
 
 
