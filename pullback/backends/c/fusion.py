@@ -254,17 +254,35 @@ def index_maps(blk: Block, readers: dict[int, list[Eqn]], outside: Collection[in
     buffer or such a value) that only pointwise equations read, each element loaded by
     its index in the loops that read it (their indices tested once, where they are
     made).  Values read outside the block or that keep their buffer (``outside``), and
-    operands computed in their readers' loops (``fused``), are left alone."""
+    operands computed in their readers' loops (``fused``), are left alone.  So are, for
+    pointwise readers, concatenations and pads along the first axis of stored operands
+    or slices (each element a choice of the operand it falls in, or the padding value):
+    shifted reads like ``np.concatenate((y[:1], y[:-1]))`` cost no pass of their own."""
     maps: set[int] = set()
+    sliced: set[int] = set()  # maps that read one buffer at a renumbered index
+    # fused values any index may be read from: broadcasts of 0-d values
+    anywhere = {id(e.outputs[0]) for e in blk.eqns if e.op.name == "broadcast_in_dim"
+                and e.inputs[0].type.shape == ()}
     for e in blk.eqns:
         if len(e.outputs) != 1 or id(e.outputs[0]) in outside or \
                 not isinstance(e.outputs[0].type, TensorType) or e.outputs[0].type.shape == ():
             continue
         v, x = e.outputs[0], e.inputs[0] if e.inputs else None
         name = e.op.name
+        pointwise_readers = bool(readers.get(id(v))) and all(
+            is_pointwise(c) for c in readers[id(v)])
         if name == "slice" and id(x) not in fused:
             maps.add(id(v))
+            sliced.add(id(v))
         elif name == "reshape" and id(x) in maps:
+            maps.add(id(v))
+            if id(x) in sliced:
+                sliced.add(id(v))
+        elif name in ("concatenate", "pad") and pointwise_readers and \
+                _along_first_axis(e) and all(
+                    id(a) in sliced or id(a) in anywhere or
+                    (id(a) not in fused and id(a) not in maps)
+                    for a in e.inputs[:None if name == "concatenate" else 1]):
             maps.add(id(v))
         elif name == "reshape" and id(x) in fused and v.type.shape in (
                 x.type.shape + (1,), x.type.shape[:-1]) and readers.get(id(v)) and \
@@ -275,6 +293,15 @@ def index_maps(blk: Block, readers: dict[int, list[Eqn]], outside: Collection[in
                 readers.get(id(v)) and all(is_pointwise(c) for c in readers[id(v)]):
             maps.add(id(v))
     return maps
+
+
+def _along_first_axis(e: Eqn) -> bool:
+    """Whether a concatenation joins, or a pad pads, only along the first axis (an
+    element's position then depends on its linear index alone)."""
+    if e.op.name == "concatenate":
+        return e.params["axis"] == 0
+    lo, hi, interior = e.params["lo"], e.params["hi"], e.params["interior"]
+    return not any(interior) and not any(lo[1:]) and not any(hi[1:])
 
 
 @dataclass(frozen=True)

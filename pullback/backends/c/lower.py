@@ -156,6 +156,9 @@ class Lowering(MoreLowering, LinalgLowering):
         # fused slices and reshapes of them: the buffer they read, and the map from their
         # linear index to its (read with no local: one kernel may read many positions)
         self.remaps: dict[int, tuple[Atom, Callable[[Expr], Expr]]] = {}
+        # buffers some loop reads at other elements' positions (through a slice, gather,
+        # concatenation or pad read where used): no kernel writes its output over them
+        self.shifted: set[str] = set()
         # values computed in the buffer of the concatenation reading them: it, offset
         self.placed: dict[int, tuple[Var, int]] = {}
         self.placed_names: dict[int, set[str]] = {}  # a concatenation: those buffers
@@ -227,6 +230,12 @@ class Lowering(MoreLowering, LinalgLowering):
         if a.type.shape == ():
             return Addr(Sym(self.vars[id(a)]))
         return Sym(self.vars[id(a)])
+
+    def read_shifted(self, a: Atom) -> None:
+        """Loops read ``a``'s buffer (if it has one) at other elements' positions."""
+        name = self.vars.get(id(a))
+        if name is not None:
+            self.shifted.add(name)
 
     def elem(self, a: Atom, index: Expr) -> Expr:
         """Element ``index`` (a linear index) of a tensor atom; 0-d atoms broadcast; a
@@ -317,7 +326,8 @@ class Lowering(MoreLowering, LinalgLowering):
         owned = self.scope.owned
         for name, o in owned.items():
             if lo <= o.last <= hi and o.dtype == out.type.dtype.name and \
-                    o.size == out.type.size and (names is None or name in names):
+                    o.size == out.type.size and (names is None or name in names) and \
+                    name not in self.shifted:
                 self.vars[id(out)] = name
                 self.own(name, out)
                 return True

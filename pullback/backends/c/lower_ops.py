@@ -187,12 +187,20 @@ class MoreLowering:
         if id(out) in self.fusible:  # read where needed, at the index it maps to
             src, inner = self.remaps.get(id(x), (x, None))
 
+            rows = x.type.shape[1:] == out.type.shape[1:] and stride[0] == 1 and \
+                not any(start[1:]) and all(st == 1 for st in stride[1:])
+
             def index(i: Expr) -> Expr:
-                at = linear(x.type.shape, [s + _along(out.type.shape, d, i) * st for d, (s, st)
-                                           in enumerate(zip(start, stride, strict=True))])
+                if rows:  # whole rows: the same element of a block starting further on
+                    at = i + start[0] * strides(x.type.shape)[0] if start[0] else i
+                else:
+                    at = linear(x.type.shape, [s + _along(out.type.shape, d, i) * st for d,
+                                               (s, st) in enumerate(zip(start, stride,
+                                                                        strict=True))])
                 return at if inner is None else inner(at)
 
             self.remaps[id(out)] = (src, index)
+            self.read_shifted(src)
             return
         self.gather_loop(eqn.outputs[0], eqn.inputs[0], lambda idx: [
             s + i * st for i, s, st in zip(idx, start, stride, strict=True)])
@@ -215,6 +223,11 @@ class MoreLowering:
 
     def op_concatenate(self, eqn: Eqn) -> None:
         (out,) = eqn.outputs
+        if id(out) in self.fusible:  # read where needed, from the operand it falls in
+            for x in eqn.inputs:
+                self.read_shifted(x)
+            self.fused[id(out)] = lambda i: self._joined(eqn, i)
+            return
         if id(out) not in self.vars:  # (defined already where an operand was placed in it)
             self.define(out)
         axis, dest = eqn.params["axis"], self.vars[id(out)]
@@ -252,10 +265,45 @@ class MoreLowering:
                 self.nd_loop(x.type.shape, body)
             offset += x.type.shape[axis]
 
+    def _joined(self, eqn: Eqn, i: Expr) -> Expr:
+        """Element ``i`` of a concatenation along the first axis: ``p0[i]`` if ``i`` is
+        below where ``p1`` starts, else ``p1[i - start]`` if below where ``p2`` starts...
+        (C's ``?:`` loads only from the operand chosen)."""
+        row = strides(eqn.outputs[0].type.shape)[0]
+        parts, end = [], 0
+        for x in eqn.inputs:
+            if x.type.size:
+                parts.append((x, end * row))
+            end += x.type.shape[0]
+        chosen: Expr | None = None
+        for k in reversed(range(len(parts))):
+            x, start = parts[k]
+            value = self.elem(x, i if start == 0 else Bin("-", i, Int(start)))
+            chosen = value if chosen is None else \
+                Cond(Bin("<", i, Int(parts[k + 1][1])), value, chosen)
+        assert chosen is not None  # (a fused value has elements)
+        return chosen
+
     def op_pad(self, eqn: Eqn) -> None:
         (out,) = eqn.outputs
         x, value = eqn.inputs
         lo, interior = eqn.params["lo"], eqn.params["interior"]
+        if id(out) in self.fusible:  # read where needed: an element of x, or the value
+            before = lo[0] * strides(out.type.shape)[0]
+
+            def element(i: Expr) -> Expr:
+                j = i if before == 0 else Bin("-", i, Int(before))
+                tests = ([Bin(">=", j, Int(0))] if before > 0 else []) + \
+                    ([Bin("<", j, Int(x.type.size))]
+                     if out.type.size - before > x.type.size else [])
+                if not tests:  # (x cropped at both ends)
+                    return self.elem(x, j)
+                inside = tests[0] if len(tests) == 1 else Bin("&&", *tests)
+                return Cond(inside, self.elem(x, j), self.scalar(value))
+
+            self.read_shifted(x)
+            self.fused[id(out)] = element
+            return
         self.define(out)
         dest = self.vars[id(out)]
         if out.type.size == 0:
@@ -599,6 +647,7 @@ class MoreLowering:
                 j = Cast("int64_t", self.elem(idx, i))
                 return Load(self.buf(src), j if inner is None else inner(j))
 
+            self.read_shifted(src)
             self.fused[id(out)] = element
             return
         self.define(out)
