@@ -2,8 +2,9 @@
 at what reverse mode emits (products with broadcast ones, sums with zeros, chains of
 transposes, reshapes and broadcasts).
 
-* ``x * 1``, ``1 * x``, ``x / 1``, ``x - 0`` and ``x + (-0.0)``, ``(-0.0) + x`` (``+0``
-  for integers), where the constant is a literal or a broadcast literal: ``x``.  Not
+* ``x * 1``, ``1 * x``, ``x / 1``, ``x ** 1`` (the derivative of a square), ``x - 0`` and
+  ``x + (-0.0)``, ``(-0.0) + x`` (``+0`` for integers), where the constant is a literal
+  or a broadcast literal: ``x``.  Not
   ``x + 0.0`` on floats, which turns ``-0.0`` into ``0.0``, nor ``x * 0``, which is NaN
   for an infinite or NaN ``x``;
 * ``neg(neg(x))``, ``convert`` to ``x``'s own type, a ``broadcast_in_dim``,
@@ -168,6 +169,7 @@ def _sum(s: _Simplify, eqn: Eqn) -> Atom | None:
 RULES: dict[str, Rule] = {
     "mul": _neutral(lambda dt: 1, (0, 1)),
     "div": _neutral(lambda dt: 1, (1,)),
+    "pow": _neutral(lambda dt: 1, (1,)),
     "add": _neutral(_additive_zero, (0, 1)),
     "sub": _neutral(lambda dt: 0, (1,)),
     "neg": _neg,

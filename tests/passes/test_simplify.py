@@ -22,7 +22,9 @@ def test_neutral_elements_double_negation_and_same_type_converts():
           %10:f64[3] = neg %9
           %11:i64[3] = add %1, 0:i64[]
           %12:f64[3] = convert %10 {dtype=f64, weak=False}
-          return %12, %11
+          %13:f64[3] = pow %12, 1.0:f64[]
+          %14:i64[3] = pow %11, 1:i64[]
+          return %13, %14
         }
     """, """
         func @f(%0:f64[3], %1:i64[3]) -> (f64[3], i64[3]) {
