@@ -182,28 +182,30 @@ class MoreLowering:
         self.gather_loop(eqn.outputs[0], eqn.inputs[0], index_of)
 
     def op_slice(self, eqn: Eqn) -> None:
+        """Read where needed (a map from its linear index to its operand's) when fused;
+        else copied out, as a SIMD kernel when it takes whole rows."""
         start, stride = eqn.params["start"], eqn.params["stride"]
         (out,), x = eqn.outputs, eqn.inputs[0]
-        if id(out) in self.fusible:  # read where needed, at the index it maps to
+        rows = x.type.shape[1:] == out.type.shape[1:] and stride[0] == 1 and \
+            not any(start[1:]) and all(st == 1 for st in stride[1:])
+        offset = start[0] * strides(x.type.shape)[0] if rows and x.type.ndim else 0
+
+        def at(i: Expr) -> Expr:
+            if rows:  # whole rows: the same element of a block starting further on
+                return i + offset if offset else i
+            return linear(x.type.shape, [s + _along(out.type.shape, d, i) * st for d, (s, st)
+                                         in enumerate(zip(start, stride, strict=True))])
+
+        if id(out) in self.fusible:
             src, inner = self.remaps.get(id(x), (x, None))
-
-            rows = x.type.shape[1:] == out.type.shape[1:] and stride[0] == 1 and \
-                not any(start[1:]) and all(st == 1 for st in stride[1:])
-
-            def index(i: Expr) -> Expr:
-                if rows:  # whole rows: the same element of a block starting further on
-                    at = i + start[0] * strides(x.type.shape)[0] if start[0] else i
-                else:
-                    at = linear(x.type.shape, [s + _along(out.type.shape, d, i) * st for d,
-                                               (s, st) in enumerate(zip(start, stride,
-                                                                        strict=True))])
-                return at if inner is None else inner(at)
-
-            self.remaps[id(out)] = (src, index)
+            self.remaps[id(out)] = (src, at if inner is None else lambda i: inner(at(i)))
             self.read_shifted(src)
-            return
-        self.gather_loop(eqn.outputs[0], eqn.inputs[0], lambda idx: [
-            s + i * st for i, s, st in zip(idx, start, stride, strict=True)])
+        elif rows:
+            self.define(out)
+            self.flat_loop(out, lambda i: self.elem(x, at(i)))
+        else:
+            self.gather_loop(out, x, lambda idx: [
+                s + i * st for i, s, st in zip(idx, start, stride, strict=True)])
 
     def op_rev(self, eqn: Eqn) -> None:
         x = eqn.inputs[0]
