@@ -88,6 +88,7 @@ from .memory import (
     plan_block,
 )
 from .scalars import element_reads, element_writes
+from .splitting import split_kernels
 
 #: Loops over at least this many elements run on every thread (``PULLBACK_NUM_THREADS``).
 PARALLEL_MIN = 1 << 16
@@ -424,7 +425,8 @@ class Lowering(MoreLowering, LinalgLowering):
         self.close_block()
         params = [Param(f"p{k}", t) for k, t in enumerate(self.func.in_types)]
         params += [Param(f"r{k}", t, out=True) for k, t in enumerate(self.func.out_types)]
-        func = LoopFunc(self.mod.names[id(self.func)], params, self.out, self.entry)
+        func = LoopFunc(self.mod.names[id(self.func)], params,
+                        split_kernels(self.out, PARALLEL_MIN), self.entry)
         place_arena(func)
         return func
 

@@ -295,9 +295,9 @@ class MoreLowering:
 
             def element(i: Expr) -> Expr:
                 j = i if before == 0 else Bin("-", i, Int(before))
-                tests = ([Bin(">=", j, Int(0))] if before > 0 else []) + \
-                    ([Bin("<", j, Int(x.type.size))]
-                     if out.type.size - before > x.type.size else [])
+                end = before + x.type.size
+                tests = ([Bin(">=", i, Int(before))] if before > 0 else []) + \
+                    ([Bin("<", i, Int(end))] if out.type.size > end else [])
                 if not tests:  # (x cropped at both ends)
                     return self.elem(x, j)
                 inside = tests[0] if len(tests) == 1 else Bin("&&", *tests)

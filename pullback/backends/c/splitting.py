@@ -1,0 +1,98 @@
+"""Index-set splitting: a flat kernel whose elements choose by comparing the loop index
+with constants (the operand of a concatenation, or the inside of a pad, read where
+used) runs as one loop per stretch between those constants, each with its choices
+made.  A choice per element is a test and two masked loads, which compilers do not
+always vectorise; a stretch is a plain kernel."""
+
+from __future__ import annotations
+
+from dataclasses import fields, replace
+from typing import TypeVar
+
+from .loop_ir import Bin, Cond, Decl, Expr, Int, Loop, Set, Stmt, Sym, children
+
+#: ``i op c`` is constant on each side of ``c`` plus this.
+_FLIPS = {"<": 0, ">=": 0, "<=": 1, ">": 1}
+_TESTS = {"<": int.__lt__, ">=": int.__ge__, "<=": int.__le__, ">": int.__gt__}
+
+#: At most this many stretches per loop (beyond, the tests stay per element).
+MAX_STRETCHES = 5
+
+T = TypeVar("T")
+
+
+def split_kernels(stmts: list[Stmt], parallel_min: int) -> list[Stmt]:
+    """``stmts`` with each flat loop that tests its index split at the constants it
+    tests (stretches shorter than ``parallel_min`` run on one thread)."""
+    out: list[Stmt] = []
+    for s in stmts:
+        for body in children(s):
+            body[:] = split_kernels(body, parallel_min)
+        out.extend(_split(s, parallel_min) if isinstance(s, Loop) else [s])
+    return out
+
+
+def _split(loop: Loop, parallel_min: int) -> list[Stmt]:
+    if not (isinstance(loop.start, Int) and isinstance(loop.stop, Int) and loop.step == 1
+            and all(isinstance(s, (Decl, Set)) for s in loop.body)):
+        return [loop]
+    lo, hi = loop.start.value, loop.stop.value
+    cuts = sorted({c for c in _thresholds(loop.body, loop.var) if lo < c < hi})
+    if not cuts or len(cuts) >= MAX_STRETCHES:
+        return [loop]
+    bounds = [lo, *cuts, hi]
+    pieces: list[Stmt] = []
+    for a, b in zip(bounds, bounds[1:], strict=False):
+        pragma = loop.pragma
+        if "parallel" in pragma and b - a < parallel_min:
+            pragma = "simd"
+        body = [_map(s, lambda e, a=a: _decide(e, loop.var, a)) for s in loop.body]
+        pieces.append(replace(loop, start=Int(a), stop=Int(b), body=body, pragma=pragma))
+    return pieces
+
+
+def _test(e: Expr, var: str) -> tuple[str, int] | None:
+    """``(op, c)`` when ``e`` compares the loop index ``var`` with a constant."""
+    if isinstance(e, Bin) and e.op in _FLIPS and isinstance(e.a, Sym) and e.a.name == var \
+            and isinstance(e.b, Int):
+        return e.op, e.b.value
+    return None
+
+
+def _thresholds(body: list[Stmt], var: str) -> set[int]:
+    found: set[int] = set()
+
+    def note(e: Expr) -> Expr:
+        t = _test(e, var)
+        if t is not None:
+            found.add(t[1] + _FLIPS[t[0]])
+        return e
+
+    for s in body:
+        _map(s, note)
+    return found
+
+
+def _decide(e: Expr, var: str, at: int) -> Expr:
+    """``e`` with its tests of the index (constant over the stretch from ``at``) made."""
+    t = _test(e, var)
+    if t is not None:
+        return Int(int(_TESTS[t[0]](at, t[1])))
+    if isinstance(e, Cond) and isinstance(e.p, Int):
+        return e.a if e.p.value else e.b
+    if isinstance(e, Bin) and e.op == "&&":
+        for x, y in ((e.a, e.b), (e.b, e.a)):
+            if isinstance(x, Int):
+                return y if x.value else Int(0)
+    return e
+
+
+def _map(node: T, f) -> T:
+    """``node`` rebuilt with ``f`` applied to each expression in it, innermost first."""
+    if isinstance(node, tuple):
+        return tuple(_map(x, f) for x in node)  # type: ignore[return-value]
+    if isinstance(node, (Expr, Decl, Set)):
+        rebuilt = replace(node, **{fl.name: _map(getattr(node, fl.name), f)
+                                   for fl in fields(node)})
+        return f(rebuilt) if isinstance(rebuilt, Expr) else rebuilt
+    return node
