@@ -30,14 +30,17 @@ import sysconfig
 import tempfile
 import warnings
 from collections.abc import Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 import numpy
 
 from ...errors import CompileError
 from . import cache
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future, ThreadPoolExecutor
 
 BLAS_PREFIX = "scipy_"
 BLAS_HEADER = "cblas.h"
@@ -159,7 +162,7 @@ PRELUDE = "pb_prelude"
 #: a megabyte-sized file), being built (on a thread of their own, while modules compile
 #: without), and those it failed to build or use (not tried again).
 _preludes: dict[str, Path] = {}
-_building: dict[str, Future[None]] = {}
+_building: dict[str, Future[None]] = {}  # (concurrent.futures: imported when needed)
 _unusable: set[str] = set()
 
 
@@ -173,6 +176,8 @@ def settle() -> None:
 @functools.cache
 def _background() -> ThreadPoolExecutor:
     """The thread that builds precompiled preludes (the interpreter waits for it at exit)."""
+    from concurrent.futures import ThreadPoolExecutor
+
     return ThreadPoolExecutor(1, thread_name_prefix="pullback-prelude")
 
 
