@@ -238,24 +238,33 @@ def _output(value: np.ndarray, spec: tuple, inputs: list) -> Any:
     return value
 
 
-def _fast_entry(staged: Staged, sig: Signature, args: tuple) -> tuple[Callable, bytes] | None:
-    """The compiled entry and its form (``backends.c``) when a call like this one can go
-    straight to native code: positional arrays and scalars only, each a parameter of its
-    own, nothing static, nothing written back, results made by the function and returned
-    alone, as a tuple or as a list.  The entry answers NotImplemented to any other call.
-    (Parameters follow the flattened arguments' order, which the form maps to places.)"""
+#: A fast entry: the compiled call, its form, the arguments it takes (all: None), and
+#: the values the others must have (Python scalars the specialisation was made for).
+FastEntry = tuple[Callable, bytes, "tuple[int, ...] | None", tuple]
+
+
+def _fast_entry(staged: Staged, sig: Signature, args: tuple) -> FastEntry | None:
+    """The compiled entry when a call like this one can go straight to native code:
+    positional arrays and scalars only, each a parameter of its own, besides Python
+    scalars the specialisation is for (checked on each call), nothing static by name,
+    nothing written back, results made by the function and returned alone, as a tuple or
+    as a list.  The entry answers NotImplemented to any other call.  (Parameters follow
+    the flattened arguments' order, which the form maps to places.)"""
     from .backends import c
 
     call = getattr(staged.runner, "call", None)
     *leaves, static = sig.leaves
+    kinds = [_leaf_kind(a) for a in args]
     if call is None or static or staged.writeback or len(leaves) != len(args) or \
-            sig.dynamic != list(range(len(args))) or \
+            len(sig.dynamic) != sum(k is not None for k in kinds) or \
             any(s[0] != "dyn" for s in staged.outputs) or \
-            any(_leaf_kind(a) is None for a in args):
+            any(k is None and type(a) not in (int, bool, str, type(None))
+                for a, k in zip(args, kinds, strict=True)):
         return None
-    positions: list[int] = []  # each parameter's place among the arguments
-    for x in leaves:
-        j = next((j for j, a in enumerate(args) if a is x and j not in positions), None)
+    passed = [a for a, k in zip(args, kinds, strict=True) if k is not None]
+    positions: list[int] = []  # each parameter's place among the arguments passed
+    for x in (x for x in leaves if _leaf_kind(x) is not None):
+        j = next((j for j, a in enumerate(passed) if a is x and j not in positions), None)
         if j is None:
             return None
         positions.append(j)
@@ -269,10 +278,13 @@ def _fast_entry(staged: Staged, sig: Signature, args: tuple) -> tuple[Callable, 
     else:
         return None
     how = {"array": c.ARRAY, "scalar": c.SCALAR, "python": c.FLOAT}
-    ins = [(how[_leaf_kind(args[j])], j) for j in positions]
+    ins = [(how[_leaf_kind(passed[j])], j) for j in positions]
     outs = [c.PYTHON if weak else c.NUMPY if kind == "scalar" else c.ARRAY
             for _, kind, weak in staged.outputs]
-    return call, c.form(shape_form, ins, outs)
+    guard = tuple((j, type(a), a) for j, (a, k) in enumerate(zip(args, kinds, strict=True))
+                  if k is None)
+    taken = tuple(j for j, k in enumerate(kinds) if k is not None) if guard else None
+    return call, c.form(shape_form, ins, outs), taken, (len(args), guard) if guard else ()
 
 
 class Jitted:
@@ -289,7 +301,7 @@ class Jitted:
         self._cache: dict[tuple, Staged] = {}
         self._lock = threading.Lock()
         self._params: inspect.Signature | None = None  # fn's signature, once asked
-        self._fast: tuple[Callable, bytes] | None = None  # see _fast_entry
+        self._fast: FastEntry | None = None  # see _fast_entry
 
     def specialise(self, *args: Any, **kwargs: Any) -> tuple[Staged, Signature]:
         if self._params is None:
@@ -322,7 +334,14 @@ class Jitted:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         fast = self._fast
         if fast is not None and not kwargs:
-            out = fast[0](args, fast[1])
+            call, form, taken, guard = fast
+            if taken is None:
+                out = call(args, form)
+            elif len(args) == guard[0] and all(type(args[j]) is t and args[j] == v
+                                               for j, t, v in guard[1]):
+                out = call(tuple([args[j] for j in taken]), form)
+            else:
+                out = NotImplemented
             if out is not NotImplemented:
                 return out
         staged, sig = self.specialise(*args, **kwargs)

@@ -135,6 +135,25 @@ def test_float_parameter_accepts_only_python_floats():
     _same(jitted(x=X, s=1.5), scaled_total(X, 1.5))  # keywords
 
 
+def repeat(n, x, scale):
+    for _ in range(n):
+        x = x * scale + 1.0
+    return x
+
+
+def test_python_scalars_a_specialisation_is_for_are_checked_on_the_fast_path():
+    jitted, first = _fast(repeat, 3, X, 0.5)
+    _same(first, repeat(3, X, 0.5))
+    assert jitted._fast[3] == (3, ((0, int, 3),))  # n is part of the specialisation
+    _same(jitted(3, Y, 2.0), repeat(3, Y, 2.0))
+    for n in (4, True, 3, 0, 4):  # another value, type: compiled (or found) again
+        _same(jitted(n, X, 0.25), repeat(n, X, 0.25))
+    assert jitted._fast[3][1] == ((0, int, 4),)
+    _same(jitted(4, X, 0.25), repeat(4, X, 0.25))
+    with pytest.raises(TypeError):
+        jitted(4, X)
+
+
 def test_same_array_twice_is_one_parameter():
     jitted, _ = _fast(pair, X, Y)
     _same(jitted(X, X), pair(X, X))
