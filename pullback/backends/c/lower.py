@@ -87,6 +87,7 @@ from .memory import (
     placed_in_concats,
     plan_block,
 )
+from .panels import panel_products
 from .scalars import element_reads, element_writes
 from .splitting import split_kernels
 
@@ -426,7 +427,7 @@ class Lowering(MoreLowering, LinalgLowering):
         params = [Param(f"p{k}", t) for k, t in enumerate(self.func.in_types)]
         params += [Param(f"r{k}", t, out=True) for k, t in enumerate(self.func.out_types)]
         func = LoopFunc(self.mod.names[id(self.func)], params,
-                        split_kernels(self.out, PARALLEL_MIN), self.entry)
+                        split_kernels(panel_products(self.out), PARALLEL_MIN), self.entry)
         place_arena(func)
         return func
 

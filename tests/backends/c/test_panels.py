@@ -1,0 +1,76 @@
+"""Products that only a loop over their rows reads run a panel of rows at a time inside
+that loop (``panels.py``): the same answers as NumPy, with the product's buffer one
+panel; products the transformation must leave whole stay whole."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+import pullback as pb
+from pullback.backends.c import build
+from pullback.backends.c.panels import PANEL_BYTES
+
+pytestmark = pytest.mark.skipif(not build.have_compiler(), reason="no C compiler")
+
+RNG = np.random.default_rng(17)
+
+
+def nearest(points, centroids):
+    pp = np.sum(points * points, axis=1)
+    cc = np.sum(centroids * centroids, axis=1)
+    d2 = pp[:, None] - 2.0 * (points @ centroids.T) + cc[None, :]
+    return np.sum(np.min(d2, axis=1))
+
+
+def logsumexp_rows(x, w):
+    z = x @ w
+    m = np.max(z, axis=1)
+    return np.sum(m + np.log(np.sum(np.exp(z - m[:, None]), axis=1)))
+
+
+def overwritten(x, w):
+    a = np.tanh(x)
+    p = a @ w
+    z = a * 3.0  # a dies here: its buffer may take z
+    return np.min(p, axis=1) + np.sum(z, axis=1)
+
+
+def _compiled(fn, *args):
+    jitted = pb.jit(fn, backend="c")
+    return jitted(*args), jitted.lower(*args).loops
+
+
+def test_nearest_centroids_in_panels():
+    points, centroids = RNG.standard_normal((6000, 16)), RNG.standard_normal((600, 16))
+    got, loops = _compiled(nearest, points, centroids)
+    assert got == pytest.approx(nearest(points, centroids), rel=1e-12)
+    assert "_panel in range(0, 6000, " in loops
+    # the product's buffer holds one panel of rows, and no more than PANEL_BYTES
+    gemm = re.search(r"gemm\.\w+ float64 (\d+)x600x16: (v\d+) = ", loops)
+    rows, name = int(gemm[1]), gemm[2]
+    count = int(re.search(rf"alloc {name}: f64\[(\d+)\]", loops)[1])
+    assert count == rows * 600 and count * 8 <= PANEL_BYTES and 6000 % rows == 0
+
+
+def test_log_sum_exp_of_logits_and_its_gradient():
+    x = RNG.standard_normal((2048, 64)).astype(np.float32)
+    w = (RNG.standard_normal((64, 1024)) * 0.1).astype(np.float32)
+    got, loops = _compiled(logsumexp_rows, x, w)
+    assert got == pytest.approx(logsumexp_rows(x.astype(np.float64), w.astype(np.float64)),
+                                rel=1e-5)
+    assert "_panel in range(0, 2048, " in loops
+    grad = pb.jit(pb.grad(logsumexp_rows), backend="c")(x, w)
+    want = pb.jit(pb.grad(logsumexp_rows), backend="interp")(x, w)
+    np.testing.assert_allclose(grad, want, rtol=2e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("rows", [4099, 4096])  # a prime number of rows: no panels
+def test_products_stay_whole_where_they_must(rows):
+    x, w = RNG.standard_normal((rows, 32)), RNG.standard_normal((32, 256))
+    got, loops = _compiled(overwritten, x, w)
+    np.testing.assert_allclose(got, overwritten(x, w), rtol=1e-12, atol=1e-12)
+    if rows == 4099:
+        assert "_panel" not in loops
