@@ -16,7 +16,9 @@ to scalars of a dtype; ``Bin`` is index and pointer arithmetic and logic on C in
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields, replace
+from typing import TypeVar
 
 from ...ir.types import DType, StackType, TensorType
 
@@ -443,3 +445,30 @@ def walk(stmts: list[Stmt]):
         yield s
         for inner in children(s):
             yield from walk(inner)
+
+
+T = TypeVar("T")
+
+
+def map_exprs(node: T, f: Callable[[Expr], Expr]) -> T:
+    """``node`` rebuilt with ``f`` applied to each expression in it, innermost first."""
+    if isinstance(node, tuple):
+        return tuple(map_exprs(x, f) for x in node)  # type: ignore[return-value]
+    if isinstance(node, (Expr, Decl, Set)):
+        rebuilt = replace(node, **{fl.name: map_exprs(getattr(node, fl.name), f)
+                                   for fl in fields(node)})
+        return f(rebuilt) if isinstance(rebuilt, Expr) else rebuilt
+    return node
+
+
+def map_stmt(s: Stmt, f: Callable[[Expr], Expr]) -> Stmt:
+    """Statement ``s`` rebuilt with ``f`` applied to every expression in it and in the
+    statements it nests."""
+    changed = {}
+    for fl in fields(s):
+        value = getattr(s, fl.name)
+        if isinstance(value, (Expr, tuple)):
+            changed[fl.name] = map_exprs(value, f)
+        elif isinstance(value, list):
+            changed[fl.name] = [map_stmt(t, f) for t in value]
+    return replace(s, **changed)

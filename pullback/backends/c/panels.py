@@ -6,10 +6,25 @@ their log-sum-exp, never go to memory whole.  The product's buffer shrinks to on
 
 from __future__ import annotations
 
-from dataclasses import fields, replace
+from dataclasses import replace
 
-from .loop_ir import Alloc, Bin, Decl, Expr, Free, Gemm, Int, Load, Loop, Stmt, Sym, children
-from .splitting import _map
+from .loop_ir import (
+    Alloc,
+    Bin,
+    Decl,
+    Expr,
+    Free,
+    Gemm,
+    Int,
+    Load,
+    Loop,
+    Stmt,
+    Sym,
+    children,
+    map_exprs,
+    map_stmt,
+    walk,
+)
 
 #: Rows of a panel: the most that divide the product's rows with a panel of at most
 #: PANEL_BYTES (kept in the second-level cache between its product and its readers).
@@ -81,7 +96,7 @@ def _paneled(stmts: list[Stmt], g: int) -> list[Stmt] | None:
     at = Sym(f"{loops[0].var}_panel")
     inner: list[Stmt] = [replace(gemm, m=rows, a=_offset(gemm.a, at * gemm.k))]
     for loop in loops:
-        body = [_deep(s, lambda e: _shift(e, name, at * n)) for s in loop.body]
+        body = [map_stmt(s, lambda e: _shift(e, name, at * n)) for s in loop.body]
         inner.append(replace(loop, start=at, stop=at + rows, body=body,
                              pragma=loop.pragma if rows >= 32 else ""))
     before = [s for j, s in enumerate(stmts[:first]) if j != g and s not in freed]
@@ -100,7 +115,7 @@ def _row_local(loop: Loop, made: set[str]) -> bool:
             ok = ok and isinstance(e.index, Sym) and e.index.name == loop.var
         return e
 
-    for t in _walk_all(loop):
+    for t in walk([loop]):
         target = getattr(t, "target", None)
         if isinstance(target, Load) and not (isinstance(target.index, Sym) and
                                              target.index.name == loop.var):
@@ -124,8 +139,9 @@ def _by_row(body: list[Stmt], name: str, var: str, n: int) -> bool:
     """Whether every read of buffer ``name`` in ``body`` is ``name[var * n + j]`` with
     ``j`` an inner loop's index over ``range(n)`` (the loop's own row), and nothing
     writes it."""
-    inner = {s.var for s in _loops(body) if isinstance(s.start, Int) and s.start.value == 0
-             and isinstance(s.stop, Int) and s.stop.value == n and s.step == 1}
+    inner = {s.var for s in walk(body) if isinstance(s, Loop) and isinstance(s.start, Int)
+             and s.start.value == 0 and isinstance(s.stop, Int) and s.stop.value == n
+             and s.step == 1}
     ok = True
 
     def check(e: Expr) -> Expr:
@@ -138,38 +154,23 @@ def _by_row(body: list[Stmt], name: str, var: str, n: int) -> bool:
                 isinstance(i.a.b, Int) and i.a.b.value == n
         return e
 
-    for s in body:
-        for t in _walk_all(s):
-            if hasattr(t, "target") and isinstance(t.target, Load) and \
-                    isinstance(t.target.ptr, Sym) and t.target.ptr.name == name:
-                return False
-            _map_shallow(t, check)
+    for t in walk(body):
+        if hasattr(t, "target") and isinstance(t.target, Load) and \
+                isinstance(t.target.ptr, Sym) and t.target.ptr.name == name:
+            return False
+        _map_shallow(t, check)
     return ok
-
-
-def _loops(body: list[Stmt]):
-    for s in body:
-        for t in _walk_all(s):
-            if isinstance(t, Loop):
-                yield t
-
-
-def _walk_all(s: Stmt):
-    yield s
-    for body in children(s):
-        for t in body:
-            yield from _walk_all(t)
 
 
 def _map_shallow(s: Stmt, f) -> None:
     """Apply ``f`` to the expressions of ``s`` itself (not of nested statements)."""
     for value in vars(s).values():
         if isinstance(value, Expr):
-            _map(value, f)
+            map_exprs(value, f)
         elif isinstance(value, tuple):
             for v in value:
                 if isinstance(v, Expr):
-                    _map(v, f)
+                    map_exprs(v, f)
 
 
 def _names(s: Stmt) -> set[str]:
@@ -181,7 +182,7 @@ def _names(s: Stmt) -> set[str]:
             found.add(e.name)
         return e
 
-    for t in _walk_all(s):
+    for t in walk([s]):
         for key in ("name", "dest", "var"):
             value = getattr(t, key, None)
             if isinstance(value, str):
@@ -193,24 +194,11 @@ def _names(s: Stmt) -> set[str]:
 def _names_in(e: Expr | None) -> set[str]:
     found: set[str] = set()
     if e is not None:
-        _map(e, lambda x: found.add(x.name) or x if isinstance(x, Sym) else x)
+        map_exprs(e, lambda x: found.add(x.name) or x if isinstance(x, Sym) else x)
     return found
 
 
 def _written(s: Stmt) -> set[str]:
     """Buffers the kernel statement ``s`` stores to."""
-    return {t.target.ptr.name for t in _walk_all(s) if hasattr(t, "target") and
+    return {t.target.ptr.name for t in walk([s]) if hasattr(t, "target") and
             isinstance(t.target, Load) and isinstance(t.target.ptr, Sym)}
-
-
-def _deep(s: Stmt, f) -> Stmt:
-    """Statement ``s`` rebuilt with ``f`` applied to every expression in it and in the
-    statements it nests."""
-    changed = {}
-    for fl in fields(s):
-        value = getattr(s, fl.name)
-        if isinstance(value, (Expr, tuple)):
-            changed[fl.name] = _map(value, f)
-        elif isinstance(value, list):
-            changed[fl.name] = [_deep(t, f) for t in value]
-    return replace(s, **changed)

@@ -6,10 +6,9 @@ always vectorise; a stretch is a plain kernel."""
 
 from __future__ import annotations
 
-from dataclasses import fields, replace
-from typing import TypeVar
+from dataclasses import replace
 
-from .loop_ir import Bin, Cond, Decl, Expr, Int, Loop, Set, Stmt, Sym, children
+from .loop_ir import Bin, Cond, Decl, Expr, Int, Loop, Set, Stmt, Sym, children, map_exprs
 
 #: ``i op c`` is constant on each side of ``c`` plus this.
 _FLIPS = {"<": 0, ">=": 0, "<=": 1, ">": 1}
@@ -18,7 +17,6 @@ _TESTS = {"<": int.__lt__, ">=": int.__ge__, "<=": int.__le__, ">": int.__gt__}
 #: At most this many stretches per loop (beyond, the tests stay per element).
 MAX_STRETCHES = 5
 
-T = TypeVar("T")
 
 
 def split_kernels(stmts: list[Stmt], parallel_min: int) -> list[Stmt]:
@@ -46,7 +44,7 @@ def _split(loop: Loop, parallel_min: int) -> list[Stmt]:
         pragma = loop.pragma
         if "parallel" in pragma and b - a < parallel_min:
             pragma = "simd"
-        body = [_map(s, lambda e, a=a: _decide(e, loop.var, a)) for s in loop.body]
+        body = [map_exprs(s, lambda e, a=a: _decide(e, loop.var, a)) for s in loop.body]
         pieces.append(replace(loop, start=Int(a), stop=Int(b), body=body, pragma=pragma))
     return pieces
 
@@ -69,7 +67,7 @@ def _thresholds(body: list[Stmt], var: str) -> set[int]:
         return e
 
     for s in body:
-        _map(s, note)
+        map_exprs(s, note)
     return found
 
 
@@ -85,14 +83,3 @@ def _decide(e: Expr, var: str, at: int) -> Expr:
             if isinstance(x, Int):
                 return y if x.value else Int(0)
     return e
-
-
-def _map(node: T, f) -> T:
-    """``node`` rebuilt with ``f`` applied to each expression in it, innermost first."""
-    if isinstance(node, tuple):
-        return tuple(_map(x, f) for x in node)  # type: ignore[return-value]
-    if isinstance(node, (Expr, Decl, Set)):
-        rebuilt = replace(node, **{fl.name: _map(getattr(node, fl.name), f)
-                                   for fl in fields(node)})
-        return f(rebuilt) if isinstance(rebuilt, Expr) else rebuilt
-    return node
