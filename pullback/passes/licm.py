@@ -4,19 +4,28 @@ on every iteration move in front of the loop.
 An operand is invariant when it is a literal, a value defined outside the loop (blocks
 read enclosing values), a carried value that the body passes through unchanged (its
 parameter is then the loop's operand, which the moved equation reads instead), or the
-output of an equation already moved.  Only equations that cannot fail and have no
-effects move (elementwise, broadcast, reshape and reduction ops; not integer division or
-power, which may trap or raise), so evaluating one for a loop that runs zero times is
-harmless.  Inner loops are treated first, so an invariant can leave a whole nest.
+output of an equation already moved.  Equations that cannot fail and have no effects
+move (elementwise, broadcast, reshape and reduction ops, products, sorts, scans; not
+integer division or power, which may trap or raise), so evaluating one for a loop that
+runs zero times is harmless.  A ``for_loop`` over a literal, non-empty range runs its
+body at least once: from it, pure equations that may fail (gathers, factorisations) and
+checks move too, as long as nothing that may fail or has effects comes before them in
+the body (the same error is then raised, first, as it would have been).  Inner loops
+are treated first, so an invariant can leave a whole nest.  (``pb.jacfwd``'s loop over
+input elements so computes the function itself once, not once per element.)
 """
 
 from __future__ import annotations
 
-from ..ir.core import Atom, Block, Eqn, Var
+from ..ir.core import Atom, Block, Eqn, Lit, Var
+from ..ir.types import StackType
 from .walk import FunctionPass
 
 #: Fusion kinds of the ops that may move: pure, and total on every input.
 _HOISTABLE = frozenset({"elementwise", "broadcast", "reshape", "reduction"})
+
+#: Ops of other kinds that are pure and total too (their shapes are checked when staged).
+_TOTAL = frozenset({"dot_general", "conv", "cumsum", "cumprod", "sort", "triangular_solve"})
 
 #: Ops of those kinds that may fail on integers (division by zero, negative powers).
 _INTEGER_PARTIAL = frozenset({"floordiv", "mod", "pow"})
@@ -32,9 +41,27 @@ _LOOPS: dict[str, tuple[int, dict[str, int]]] = {
 def movable(eqn: Eqn) -> bool:
     """Whether evaluating ``eqn`` where it would not have run is harmless."""
     op = eqn.op
-    if op.effect or op.fusion not in _HOISTABLE:
+    if op.effect or op.fusion not in _HOISTABLE and op.name not in _TOTAL:
         return False
     return not (op.name in _INTEGER_PARTIAL and not eqn.outputs[0].type.dtype.is_float)
+
+
+def _pure(eqn: Eqn) -> bool:
+    """Whether ``eqn`` has no state and no effect but failing (it may fail on its
+    inputs, or be a ``check``, whose failure is its only effect)."""
+    op = eqn.op
+    return (op.name == "check" or not op.effect and op.fusion == "opaque") and \
+        not eqn.op.blocks and not any(isinstance(a.type, StackType)
+                                     for a in (*eqn.inputs, *eqn.outputs))
+
+
+def _runs(loop: Eqn) -> bool:
+    """Whether ``loop`` certainly runs its body: a for_loop over a non-empty literal
+    range."""
+    if loop.op.name != "for_loop" or not all(isinstance(a, Lit) for a in loop.inputs[:3]):
+        return False
+    lo, hi, step = (int(a.value) for a in loop.inputs[:3])
+    return step != 0 and len(range(lo, hi, step)) > 0
 
 
 def _licm_block(block: Block) -> None:
@@ -58,22 +85,26 @@ def _hoist(loop: Eqn) -> list[Eqn]:
     for name, at in blocks.items():
         blk = loop.params[name]
         outer = {id(blk.params[at + k]): loop.inputs[first + k] for k in fixed}
-        moved += _take_invariants(blk, outer)
+        moved += _take_invariants(blk, outer, _runs(loop))
     return moved
 
 
-def _take_invariants(blk: Block, outer: dict[int, Atom]) -> list[Eqn]:
-    """Remove from ``blk`` the movable equations that read no value computed in it;
+def _take_invariants(blk: Block, outer: dict[int, Atom], runs: bool) -> list[Eqn]:
+    """Remove from ``blk`` the movable equations that read no value computed in it (and,
+    when the block certainly ``runs``, pure ones that nothing fallible precedes);
     ``outer`` gives the loop operand that a pass-through parameter always equals."""
     inside = {id(p) for p in blk.params if id(p) not in outer}
     moved, kept = [], []
+    clean = runs  # nothing that may fail or has effects has stayed in the body so far
     for eqn in blk.eqns:
-        if movable(eqn) and not any(id(a) in inside for a in eqn.inputs):
+        if (movable(eqn) or clean and _pure(eqn)) and \
+                not any(id(a) in inside for a in eqn.inputs):
             eqn.inputs = [outer.get(id(a), a) if isinstance(a, Var) else a for a in eqn.inputs]
             moved.append(eqn)
         else:
             kept.append(eqn)
             inside.update(id(o) for o in eqn.outputs)
+            clean = clean and movable(eqn)
     blk.eqns = kept
     return moved
 

@@ -51,37 +51,37 @@ def test_invariants_leave_nested_loops():
         func @f(%0:f64[3], %1:f64[], %2:i64[], %3:f64[3,3]) -> (f64[3], f64[], i64[]) {
           %4:f64[] = exp %1   # m.py:2:4
           %5:f64[3] = broadcast_in_dim %4 {shape=(3,), dims=()}
-          %6:f64[] = reduce_sum %0 {axes=(0,)}
-          %7:bool[] = gt %6, 0.0:f64[]
-          %8:f64[] = abs %1
-          %9:f64[] = mul %1, %6
-          %10:f64[] = exp %9
-          %11:f64[] = add %10, %4
-          %12:f64[3], %13:f64[], %14:i64[] = for_loop 0:i64[], %2, 1:i64[], %0, %1, 7:i64[] {
-            body(%15:i64[], %16:f64[3], %17:f64[], %18:i64[]) {
-              %19:f64[3] = mul %16, %5
-              %20:f64[] = convert %15 {dtype=f64, weak=False}
-              %21:f64[3] = add %19, %20
-              %22:f64[3] = dot_general %3, %0 {contract=((1,), (0,)), batch=((), ())}
-              %23:f64[3] = add %21, %22
-              %24:i64[] = floordiv %2, %18
+          %6:f64[3] = dot_general %3, %0 {contract=((1,), (0,)), batch=((), ())}
+          %7:f64[] = reduce_sum %0 {axes=(0,)}
+          %8:bool[] = gt %7, 0.0:f64[]
+          %9:f64[] = abs %1
+          %10:f64[] = mul %1, %7
+          %11:f64[] = exp %10
+          %12:f64[] = add %11, %4
+          %13:f64[3], %14:f64[], %15:i64[] = for_loop 0:i64[], %2, 1:i64[], %0, %1, 7:i64[] {
+            body(%16:i64[], %17:f64[3], %18:f64[], %19:i64[]) {
+              %20:f64[3] = mul %17, %5
+              %21:f64[] = convert %16 {dtype=f64, weak=False}
+              %22:f64[3] = add %20, %21
+              %23:f64[3] = add %22, %6
+              %24:i64[] = floordiv %2, %19
               %25:i64[] = add %24, 1:i64[]
-              check %7 {exc="ValueError", fmt="negative"}
-              %26:f64[3], %27:f64[] = while_loop %23, %17 {
+              check %8 {exc="ValueError", fmt="negative"}
+              %26:f64[3], %27:f64[] = while_loop %23, %18 {
                 cond(%28:f64[3], %29:f64[]) {
                   %30:f64[] = reduce_max %28 {axes=(0,)}
-                  %31:bool[] = lt %30, %8
+                  %31:bool[] = lt %30, %9
                   yield %31
                 }
                 body(%32:f64[3], %33:f64[]) {
-                  %34:f64[3] = add %32, %11
+                  %34:f64[3] = add %32, %12
                   yield %34, %33
                 }
               }
-              yield %26, %17, %18
+              yield %26, %18, %19
             }
           }
-          return %12, %13, %14
+          return %13, %14, %15
         }
     """, args)
 
@@ -129,3 +129,47 @@ def test_what_may_fail_stays():
           return %3, %4
         }
     """, args=[np.float64(0.5), np.int64(3)])
+
+
+def test_a_loop_that_runs_lets_what_may_fail_move_until_something_may():
+    """Over a literal, non-empty range the body runs: an invariant gather and check move
+    out (they would have failed first anyway); after a kept gather that may fail, an
+    invariant one stays (it must not fail before it)."""
+    args = [np.array([1.0, 2.0, 0.5]), np.array([2, 0, 1]), np.array([0, 1])]
+    check_pass(licm, """
+        func @f(%0:f64[3], %1:i64[3], %2:i64[2]) -> (f64[3]) {
+          %3:f64[3] = for_loop 0:i64[], 4:i64[], 1:i64[], %0 {
+            body(%4:i64[], %5:f64[3]) {
+              %6:f64[3] = gather %0, %1 {axis=0}
+              %7:f64[] = reduce_sum %6 {axes=(0,)}
+              %8:bool[] = gt %7, 0.0:f64[]
+              check %8 {exc="ValueError", fmt="negative"}
+              %9:f64[3] = gather %5, %1 {axis=0}
+              %10:f64[2] = gather %0, %2 {axis=0}
+              %11:f64[] = reduce_sum %10 {axes=(0,)}
+              %12:f64[3] = mul %9, %11
+              %13:f64[3] = add %12, %6
+              yield %13
+            }
+          }
+          return %3
+        }
+    """, """
+        func @f(%0:f64[3], %1:i64[3], %2:i64[2]) -> (f64[3]) {
+          %3:f64[3] = gather %0, %1 {axis=0}
+          %4:f64[] = reduce_sum %3 {axes=(0,)}
+          %5:bool[] = gt %4, 0.0:f64[]
+          check %5 {exc="ValueError", fmt="negative"}
+          %6:f64[3] = for_loop 0:i64[], 4:i64[], 1:i64[], %0 {
+            body(%7:i64[], %8:f64[3]) {
+              %9:f64[3] = gather %8, %1 {axis=0}
+              %10:f64[2] = gather %0, %2 {axis=0}
+              %11:f64[] = reduce_sum %10 {axes=(0,)}
+              %12:f64[3] = mul %9, %11
+              %13:f64[3] = add %12, %3
+              yield %13
+            }
+          }
+          return %6
+        }
+    """, args)
