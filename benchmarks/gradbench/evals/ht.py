@@ -93,8 +93,12 @@ def skinned_positions(theta: np.ndarray, model: dict, parents: tuple,
         else:
             absolutes.append(absolutes[parents[i]] @ relatives[i])
     transforms = np.matmul(np.stack(absolutes), model["inverse_base_absolutes"])
-    per_bone = np.matmul(transforms[:, 0:3, :], model["base_positions_t"])   # (B, 3, V)
-    positions = np.sum(per_bone * model["weights_t"][:, None, :], axis=0)
+    # Linear blend skinning: blend the bones' 3x4 transforms per vertex (weights_t.T is the
+    # (V, B) skinning matrix), then apply each vertex's blended transform to its position.
+    bases = model["base_positions_t"]
+    n_verts = bases.shape[1]
+    blended = transforms[:, 0:3, :].reshape(n_bones, 12).T @ model["weights_t"]   # (12, V)
+    positions = np.sum(blended.reshape(3, 4, n_verts) * bases[None, :, :], axis=1)
     if is_mirrored:
         positions = positions * np.array([-1.0, 1.0, 1.0])[:, None]
     glob = angle_axis_to_rotation(pose[0]) * pose[1][None, :]
