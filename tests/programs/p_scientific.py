@@ -336,3 +336,37 @@ def bisection_kepler(mean_anomaly):
     eccentricity = 0.3
     return _bisect(lambda e: e - eccentricity * np.sin(e) - mean_anomaly, 0.0, 2.0 * np.pi,
                    1e-9)
+
+
+def _chain_rhs(x, y):
+    """y_0' = x_0, y_i' = x_i y_{i-1}: each element reads its left neighbour."""
+    return x * np.concatenate((np.ones(1), y[:-1]))
+
+
+@program(lambda rng: (rng.uniform(0.5, 1.5, 64), 2.0, 12),
+         lambda rng: (rng.uniform(0.5, 1.5, 9).astype(np.float32), 1.0, 3),
+         differentiable=(0,))
+def rk4_chain(x, t_end, steps):
+    """Fourth-order Runge-Kutta on a chain ODE (GradBench's ``ode``): the stages read the
+    state shifted by one element (concatenations read in place, their pads in reverse)."""
+    h = t_end / steps
+    y = np.zeros_like(x)
+    for _ in range(steps):
+        k1 = _chain_rhs(x, y)
+        k2 = _chain_rhs(x, y + h * k1 / 2)
+        k3 = _chain_rhs(x, y + h * k2 / 2)
+        k4 = _chain_rhs(x, y + h * k3)
+        y = y + h * (k1 + 2 * k2 + 2 * k3 + k4) / 6
+    return y
+
+
+@program(lambda rng: (rng.standard_normal((4000, 16)), rng.standard_normal((200, 16))),
+         lambda rng: (rng.standard_normal((30, 3)).astype(np.float32),
+                      rng.standard_normal((4, 3)).astype(np.float32)))
+def nearest_centroid_cost(points, centroids):
+    """k-means cost: each point's squared distance to its nearest centroid, summed (the
+    4000 x 200 product runs a panel of rows at a time inside its row minima)."""
+    pp = np.sum(points * points, axis=1)
+    cc = np.sum(centroids * centroids, axis=1)
+    d2 = pp[:, None] - 2.0 * (points @ centroids.T) + cc[None, :]
+    return np.sum(np.min(d2, axis=1))
