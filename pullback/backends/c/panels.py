@@ -94,7 +94,7 @@ def _paneled(stmts: list[Stmt], g: int) -> list[Stmt] | None:
             return None
     alloc.count = rows * n
     at = Sym(f"{loops[0].var}_panel")
-    inner: list[Stmt] = [replace(gemm, m=rows, a=_offset(gemm.a, at * gemm.k))]
+    inner: list[Stmt] = [replace(gemm, m=rows, a=gemm.a + at * gemm.k)]
     for loop in loops:
         body = [map_stmt(s, lambda e: _shift(e, name, at * n)) for s in loop.body]
         inner.append(replace(loop, start=at, stop=at + rows, body=body,
@@ -122,11 +122,6 @@ def _row_local(loop: Loop, made: set[str]) -> bool:
             return False
         _map_shallow(t, check)
     return ok
-
-
-def _offset(a: Expr, by: Expr) -> Expr:
-    """Pointer ``a`` moved ``by`` elements on."""
-    return a + by
 
 
 def _shift(e: Expr, name: str, by: Expr) -> Expr:
@@ -162,40 +157,26 @@ def _by_row(body: list[Stmt], name: str, var: str, n: int) -> bool:
     return ok
 
 
-def _map_shallow(s: Stmt, f) -> None:
+def _map_shallow(s: Stmt | Expr, f) -> None:
     """Apply ``f`` to the expressions of ``s`` itself (not of nested statements)."""
-    for value in vars(s).values():
-        if isinstance(value, Expr):
+    for value in [s] if isinstance(s, Expr) else vars(s).values():
+        if isinstance(value, (Expr, tuple)):
             map_exprs(value, f)
-        elif isinstance(value, tuple):
-            for v in value:
-                if isinstance(v, Expr):
-                    map_exprs(v, f)
+
+
+def _names_in(node: Stmt | Expr | None) -> set[str]:
+    """The names an expression, or a statement without nested ones, reads or sets."""
+    found: set[str] = set()
+    if node is not None:
+        _map_shallow(node, lambda e: found.add(e.name) or e if isinstance(e, Sym) else e)
+        found.update(v for k in ("name", "dest", "var")
+                     if isinstance(v := getattr(node, k, None), str))
+    return found
 
 
 def _names(s: Stmt) -> set[str]:
     """Every buffer or local name statement ``s`` (and what it nests) mentions."""
-    found: set[str] = set()
-
-    def note(e: Expr) -> Expr:
-        if isinstance(e, Sym):
-            found.add(e.name)
-        return e
-
-    for t in walk([s]):
-        for key in ("name", "dest", "var"):
-            value = getattr(t, key, None)
-            if isinstance(value, str):
-                found.add(value)
-        _map_shallow(t, note)
-    return found
-
-
-def _names_in(e: Expr | None) -> set[str]:
-    found: set[str] = set()
-    if e is not None:
-        map_exprs(e, lambda x: found.add(x.name) or x if isinstance(x, Sym) else x)
-    return found
+    return set().union(*(_names_in(t) for t in walk([s])))
 
 
 def _written(s: Stmt) -> set[str]:
