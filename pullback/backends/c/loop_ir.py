@@ -263,8 +263,8 @@ class Copy(Stmt):
 class Loop(Stmt):
     """``for var in range(start, stop, step)``.  ``pragma`` is ``simd``, ``parallel``
     (threads share the iterations) or ``parallel simd`` (OpenMP, with the
-    ``reductions`` clauses); ``fused`` names the graph equations a kernel computes, for
-    the reader."""
+    ``reductions`` clauses and any other, such as ``simdlen``); ``fused`` names the
+    graph equations a kernel computes, for the reader."""
 
     var: str
     stop: Expr
@@ -448,6 +448,22 @@ def walk(stmts: list[Stmt]):
 
 
 T = TypeVar("T")
+
+
+def first_read(stmts: list[Stmt], index: str) -> Expr | None:
+    """The buffer of the first load at exactly loop index ``index`` in ``stmts``."""
+    found: list[Expr] = []
+
+    def see(x: Expr) -> Expr:
+        if isinstance(x, Load) and isinstance(x.index, Sym) and x.index.name == index:
+            found.append(x.ptr)
+        return x
+    for s in walk(stmts):
+        if isinstance(s, (Decl, Set)):
+            map_exprs(s, see)
+            if found:
+                return found[0]
+    return None
 
 
 def map_exprs(node: T, f: Callable[[Expr], Expr]) -> T:

@@ -409,6 +409,14 @@ static int32_t pb_f2i32(double x) {
     return (int32_t)x;
 }
 
+/* Where blocks of `block` elements of array p start so that every block but the first
+   begins on a 64-byte line (an element count in (-block, 0]). */
+static inline int64_t pb_block_start_(const void *p, int64_t size, int64_t block) {
+    int64_t ahead = (int64_t)((-(uintptr_t)p & 63) / (uintptr_t)size);
+    return ahead ? ahead % block - block : 0;
+}
+#define pb_block_start(p, block) pb_block_start_((p), sizeof *(p), (block))
+
 static int64_t pb_clamp(int64_t v, int64_t lo, int64_t hi) { return v < lo ? lo : (v > hi ? hi : v); }
 
 /* SplitMix64: element i of random_bits(key). */
