@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import UnsupportedError
-from ..ir.builder import as_atom
+from ..ir.builder import as_atom, current
 from ..ir.core import Atom, Lit
 from ..ir.types import DType, TensorType, bool_, float32, float64, int32, int64
 from ..ir.types import dtype as as_dtype
@@ -871,16 +871,25 @@ def _py_float(x: Any) -> Atom:
 
 def _math_errors(r: Atom, args: list[Atom], errors: str) -> None:
     """CPython's rule: NaN from non-NaN arguments is a domain error; infinity from finite
-    ones is a range error (overflow) or a domain error (a pole)."""
-    finite = reduce(E.and_, [_isfinite(a) for a in args])
-    no_nan = E.not_(reduce(E.or_, [_isnan(a) for a in args]))
-    to_inf = E.and_(_isinf(r), finite)
-    domain = E.and_(_isnan(r), no_nan)
-    if errors == _DOMAIN:
-        domain = E.or_(domain, to_inf)
-    _forbid(domain, ValueError, "math domain error")
-    if errors == _RANGE:
-        _forbid(to_inf, OverflowError, "math range error")
+    ones is a range error (overflow) or a domain error (a pole).  Only a result that is
+    not finite is looked at closer: in a scalar loop the full test on every call costs
+    5 % of a ``math.sin``."""
+
+    def closer(r: Atom, *args: Atom) -> list:
+        finite = reduce(E.and_, [_isfinite(a) for a in args])
+        no_nan = E.not_(reduce(E.or_, [_isnan(a) for a in args]))
+        to_inf = E.and_(_isinf(r), finite)
+        domain = E.and_(_isnan(r), no_nan)
+        if errors == _DOMAIN:
+            domain = E.or_(domain, to_inf)
+        _forbid(domain, ValueError, "math domain error")
+        if errors == _RANGE:
+            _forbid(to_inf, OverflowError, "math range error")
+        return []
+
+    types = [x.type for x in (r, *args)]
+    C.cond(E.not_(_isfinite(r)), r, *args, then=current().block(types, closer),
+           orelse=current().block(types, lambda *_: []))
 
 
 def _math(kernel: Kernel, errors: str | None) -> Callable[..., Atom]:

@@ -208,7 +208,7 @@ class _C(ExprPrinter):
         elif isinstance(s, L.Skip):
             self.line(f"if ({e(s.cond)}) continue;")
         elif isinstance(s, L.If):
-            if s.orelse is None:
+            if not s.orelse:
                 self.nested(f"if ({e(s.cond)}) {{", s.then)
             else:
                 self.nested(f"if ({e(s.cond)}) {{", s.then, tail="")

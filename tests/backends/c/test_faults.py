@@ -4,6 +4,8 @@ step, popping more than was pushed."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -75,3 +77,35 @@ def test_the_generated_source_is_readable():
     source = staged.runner.source
     assert "tanh(" in source and "#pragma omp simd" in source
     assert "static int pbf_0(pb_ctx *ctx" in source
+
+
+MATH_ERRORS = [(math.sqrt, -1.0, ValueError, "math domain error"),
+               (math.log, 0.0, ValueError, "math domain error"),
+               (math.sin, math.inf, ValueError, "math domain error"),
+               (math.exp, 1000.0, OverflowError, "math range error"),
+               (math.cosh, -800.0, OverflowError, "math range error")]
+
+
+@pytest.mark.parametrize(("fn", "x", "exc", "match"), MATH_ERRORS)
+def test_math_errors_in_a_loop(fn, x, exc, match):
+    """A ``math`` function's result is looked at closer only when it is not finite: the
+    errors are still Python's, and results that are infinite or NaN for a reason (an
+    infinite or NaN argument) pass."""
+    def f(x, n):
+        s = 0.0
+        for i in range(n):
+            s += fn(x + 0.0 * i)
+        return s
+
+    with pytest.raises(exc, match=match):
+        f(x, 3)
+    g = _native(f)
+    with pytest.raises(exc, match=match):
+        g(x, 3)
+    for ok in (0.5, math.nan, math.inf):
+        try:
+            want = f(ok, 3)
+        except ValueError:
+            continue
+        np.testing.assert_equal(g(ok, 3), want)
+    assert g(x, 0) == 0.0
