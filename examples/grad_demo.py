@@ -2,8 +2,10 @@
 
 Each function is ordinary Python + NumPy.  pullback stages its source into IR,
 differentiates the IR (reverse mode pushes what the backward pass needs onto a run-time
-stack, so loops whose trip count depends on the data are fine), and the script checks
-every derivative against central finite differences of the plain Python function.
+stack, so loops whose trip count depends on the data are fine; ``pb.grad`` with respect
+to a few scalars runs forward mode instead, which needs no stack, and ``pb.jacrev``
+asks for reverse mode), and the script checks every derivative against central finite
+differences of the plain Python function.
 """
 
 from __future__ import annotations
@@ -71,7 +73,7 @@ def central(f, args: tuple, k: int, eps: float = 1e-6) -> np.ndarray:
 
 def main() -> None:
     rng = np.random.default_rng(0)
-    print(pb.make_ir(pb.grad(sqrt_newton))(2.0, 1e-12))
+    print(pb.make_ir(pb.jacrev(sqrt_newton))(2.0, 1e-12))
     cases = [
         (sqrt_newton, (2.0, 1e-12), 0),
         (decay_until, (rng.uniform(0.5, 1.5, 4), rng.uniform(0.5, 2.0, 4), 2.0), 0),

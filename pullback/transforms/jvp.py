@@ -6,6 +6,11 @@ values (a loop carries the tangents of its active values, a recursive function g
 forward-mode twin that calls itself).  A tangent ``None`` is a symbolic zero; it is
 made concrete only where a block must return one.  Blocks must be closed
 (``closure.close_func``).
+
+The pass pushes ``lanes`` tangents at once: each value has a *bundle* of that many
+tangents (None when all are zero), the rules run once per lane, and blocks carry every
+lane.  The primal is computed once for all of them: a Jacobian of a few inputs, or the
+gradient of a loop with few parameters, needs no tape and no repeated primal.
 """
 
 from __future__ import annotations
@@ -26,6 +31,9 @@ from .fit import fit
 
 _serial = itertools.count()
 
+#: The tangents of one value, one per lane (None: all zero).
+Bundle = tuple  # tuple[Atom | None, ...]
+
 
 def tangent_or_zero(t: Atom | None, typ) -> Atom:
     if t is not None:
@@ -34,18 +42,20 @@ def tangent_or_zero(t: Atom | None, typ) -> Atom:
 
 
 class ForwardMode:
-    """Emits tangent-carrying copies of blocks into the current builder."""
+    """Emits tangent-carrying copies of blocks into the current builder, ``lanes``
+    tangents per value."""
 
-    def __init__(self):
+    def __init__(self, lanes: int = 1):
+        self.lanes = lanes
         self.twins: dict[int, Func] = {}
 
-    def block(self, block: Block, primals: Sequence[Atom], tangents: Sequence[Atom | None]
-              ) -> tuple[list[Atom], list[Atom | None]]:
+    def block(self, block: Block, primals: Sequence[Atom],
+              tangents: Sequence[Bundle | None]) -> tuple[list[Atom], list[Bundle | None]]:
         env, tenv = Env(), {}
         env.bind(block.params, primals)
         for p, t in zip(block.params, tangents, strict=True):
             if t is not None:
-                tenv[id(p)] = fit(t, p.type)
+                tenv[id(p)] = tuple(None if x is None else fit(x, p.type) for x in t)
         for eqn in block.eqns:
             self.eqn(eqn, env, tenv)
         return [env[r] for r in block.results], [tenv.get(id(r)) for r in block.results]
@@ -53,59 +63,94 @@ class ForwardMode:
     def eqn(self, eqn: Eqn, env: Env, tenv: dict) -> None:
         ins = [env[a] for a in eqn.inputs]
         tins = [tenv.get(id(a)) for a in eqn.inputs]
-        tins = [St.stack_new() if t is None and isinstance(a.type, StackType) else t
-                for a, t in zip(ins, tins, strict=True)]
         makes_stack = any(isinstance(o.type, StackType) for o in eqn.outputs)
         if all(t is None for t in tins) and not makes_stack:
             current().frame.eqns.append(clone_eqn(eqn, env))
             return
+        tins = [self.stacks() if t is None and isinstance(a.type, StackType) else t
+                for a, t in zip(ins, tins, strict=True)]
         with current().at(eqn.loc):
             handler = _CONTROL.get(eqn.op.name)
             if handler is not None:
                 outs, touts = handler(self, eqn, ins, tins)
             else:
                 outs = current().emit(eqn.op, ins, eqn.params, eqn.loc)
-                touts = self.rule(eqn, ins, tins, outs)
+                per_lane = [self.rule(eqn, ins, [self.lane(t, j) for t in tins], outs)
+                            for j in range(self.lanes)]
+                touts = [_bundle(lane[i] for lane in per_lane) for i in range(len(outs))]
         env.bind(eqn.outputs, outs)
         for o, t in zip(eqn.outputs, touts, strict=True):
             if t is not None and differentiable(o.type):
-                tenv[id(o)] = fit(t, o.type)
+                tenv[id(o)] = tuple(None if x is None else fit(x, o.type) for x in t)
+
+    def lane(self, t: Bundle | None, j: int) -> Atom | None:
+        return None if t is None else t[j]
+
+    def stacks(self) -> Bundle:
+        return tuple(St.stack_new() for _ in range(self.lanes))
 
     def rule(self, eqn: Eqn, ins, tins, outs) -> list:
-        if not any(differentiable(o.type) for o in outs):
+        if not any(differentiable(o.type) for o in outs) or all(t is None for t in tins):
             return [None] * len(outs)
         if eqn.op.jvp is None:
             raise UnsupportedError(f"{eqn.op.name} has no derivative rule")
         return list(eqn.op.jvp(ins, tins, outs, **eqn.params))
 
+    def flat(self, bundles: Sequence[Bundle | None], like: Sequence[Atom],
+             masks: Sequence[Sequence[bool]]) -> list[Atom]:
+        """The lanes the ``masks`` select, value by value, zeros made concrete."""
+        return [tangent_or_zero(self.lane(t, j), x.type)
+                for t, x, m in zip(bundles, like, masks, strict=True)
+                for j in range(self.lanes) if m[j]]
+
+    def split(self, res: Sequence[Atom], n: int, masks: Sequence[Sequence[bool]]):
+        """Results ``(*outs, *the lanes the masks select)`` as outs and bundles."""
+        outs, extra = list(res[:n]), iter(res[n:])
+        return outs, [_bundle(next(extra) if m[j] else None for j in range(self.lanes))
+                      for m in masks]
+
+    def masks(self, bundles: Sequence[Bundle | None]) -> list[tuple[bool, ...]]:
+        """Per value, which of its lanes are not symbolic zeros."""
+        return [tuple(self.lane(t, j) is not None for j in range(self.lanes)) for t in bundles]
+
+    def per_lane(self, masks: Sequence[Sequence[bool]], activity) -> list[tuple[bool, ...]]:
+        """``activity(lane j's mask per value) -> active per result`` for every lane, as
+        masks per result: lanes are independent, so each is analysed on its own."""
+        lanes = [activity([m[j] for m in masks]) for j in range(self.lanes)]
+        return [tuple(lane[i] for lane in lanes) for i in range(len(lanes[0]))]
+
     # -- control flow -------------------------------------------------------------
 
-    def region(self, block: Block, primal_types, active: Sequence[bool], out_active,
-               prefix: Sequence = ()) -> Block:
-        """A copy of ``block`` taking tangents of its ``active`` parameters and returning
-        tangents of its ``out_active`` results (zeros where it has none)."""
+    def region(self, block: Block, primal_types, active: Sequence[Sequence[bool]],
+               out_active: Sequence[Sequence[bool]], prefix: Sequence = ()) -> Block:
+        """A copy of ``block`` taking the tangents of its parameters' ``active`` lanes and
+        returning those of its results' ``out_active`` lanes (zeros where it has none)."""
         params = [Var(t) for t in primal_types]
-        tparams = [Var(t) if a else None for t, a in zip(primal_types, active, strict=True)]
-        new = Block([*prefix, *params, *[t for t in tparams if t is not None]])
+        tparams = [_bundle(Var(t) if a else None for a in m)
+                   for t, m in zip(primal_types, active, strict=True)]
+        new = Block([*prefix, *params, *[v for t in tparams if t is not None for v in t
+                                         if v is not None]])
         with current().into(new):
             outs, touts = self.block(block, [*prefix, *params], [None] * len(prefix) + tparams)
-            extra = [tangent_or_zero(t, o.type)
-                     for o, t, a in zip(outs, touts, out_active, strict=True) if a]
+            extra = self.flat(touts, outs, out_active)
         new.results = [*outs, *extra]
         return new
 
     def cond(self, eqn: Eqn, ins, tins):
         pred, *xs = ins
-        active = [t is not None for t in tins[1:]]
+        active = self.masks(tins[1:])
         types = [x.type for x in xs]
-        probe = [self._probe(blk, types, active) for blk in (eqn.params["then"],
-                                                            eqn.params["orelse"])]
-        out_active = [a or b for a, b in zip(*probe, strict=True)]
-        then, orelse = (self.region(eqn.params[k], types, active, out_active)
-                        for k in ("then", "orelse"))
-        res = current().emit("cond", [pred, *xs, *[t for t in tins[1:] if t is not None]],
-                             {"then": then, "orelse": orelse})
-        return _split(res, len(eqn.outputs), out_active)
+        then, orelse = eqn.params["then"], eqn.params["orelse"]
+
+        def probe(lane: list[bool]) -> list[bool]:
+            return [a or b for a, b in zip(self._probe(then, types, lane),
+                                           self._probe(orelse, types, lane), strict=True)]
+
+        out_active = self.per_lane(active, probe)
+        blocks = {k: self.region(eqn.params[k], types, active, out_active)
+                  for k in ("then", "orelse")}
+        res = current().emit("cond", [pred, *xs, *self.flat(tins[1:], xs, active)], blocks)
+        return self.split(res, len(eqn.outputs), out_active)
 
     def _probe(self, block: Block, types, active) -> list[bool]:
         return block_active(block, [a or isinstance(t, StackType) for t, a in
@@ -115,23 +160,21 @@ class ForwardMode:
         is_for = eqn.op.name == "for_loop"
         bounds, xs = (ins[:3], ins[3:]) if is_for else ([], ins)
         tx = tins[3:] if is_for else tins
-        active = loop_active(eqn, [False] * len(bounds) + [t is not None for t in tx],
-                             stacks=True)
+        active = self.per_lane(self.masks(tx), lambda lane: loop_active(
+            eqn, [False] * len(bounds) + lane, stacks=True))
         types = [x.type for x in xs]
         body = eqn.params["body"]
         index = [Var(body.params[0].type)] if is_for else []
         new_body = self.region(body, types, active, active, prefix=index)
-        tangents = [tangent_or_zero(t, x.type) for t, x, a in zip(tx, xs, active, strict=True)
-                    if a]
         params = {"body": new_body, **_options(eqn)}
         if not is_for:
             params["cond"] = self._loop_cond(eqn.params["cond"], types, active)
-        res = current().emit(eqn.op, [*bounds, *xs, *tangents], params)
-        return _split(res, len(xs), active)
+        res = current().emit(eqn.op, [*bounds, *xs, *self.flat(tx, xs, active)], params)
+        return self.split(res, len(xs), active)
 
     def _loop_cond(self, cond: Block, types, active) -> Block:
         params = [Var(t) for t in types]
-        tparams = [Var(t) for t, a in zip(types, active, strict=True) if a]
+        tparams = [Var(t) for t, m in zip(types, active, strict=True) for a in m if a]
         new = Block([*params, *tparams])
         with current().into(new):
             new.results = inline(cond, params)
@@ -139,28 +182,33 @@ class ForwardMode:
 
     def call(self, eqn: Eqn, ins, tins):
         callee = eqn.params["callee"]
-        twin = self.twin(callee)
-        tangents = [tangent_or_zero(t, x.type) for t, x in zip(tins, ins, strict=True)
-                    if differentiable(x.type)]
-        res = current().emit("call", [*ins, *tangents], {"callee": twin})
-        return _split(res, len(eqn.outputs), [differentiable(t) for t in callee.out_types])
+        every = [self.every(x.type) for x in ins]
+        res = current().emit("call", [*ins, *self.flat(tins, ins, every)],
+                             {"callee": self.twin(callee)})
+        return self.split(res, len(eqn.outputs), [self.every(t) for t in callee.out_types])
+
+    def every(self, t) -> tuple[bool, ...]:
+        """All lanes of a differentiable type, none of another."""
+        return (differentiable(t),) * self.lanes
 
     def twin(self, func: Func) -> Func:
         """The forward-mode twin of a called function: every differentiable parameter
-        takes a tangent and every differentiable result returns one."""
+        takes its lanes of tangents and every differentiable result returns them."""
         if id(func) in self.twins:
             return self.twins[id(func)]
-        active = [differentiable(t) for t in func.in_types]
-        outs = [differentiable(t) for t in func.out_types]
-        twin = declare_func(
-            f"{func.name}_jvp{next(_serial)}",
-            [*func.in_types, *[t for t, a in zip(func.in_types, active, strict=True) if a]],
-            [*func.out_types, *[t for t, a in zip(func.out_types, outs, strict=True) if a]])
+        active = [self.every(t) for t in func.in_types]
+        outs = [self.every(t) for t in func.out_types]
+
+        def lanes(types, masks):
+            return [t for t, m in zip(types, masks, strict=True) for a in m if a]
+
+        twin = declare_func(f"{func.name}_jvp{next(_serial)}",
+                            [*func.in_types, *lanes(func.in_types, active)],
+                            [*func.out_types, *lanes(func.out_types, outs)])
         self.twins[id(func)] = twin
         with Builder():
             twin.block = self.region(func.block, func.in_types, active, outs)
         return twin
-
 
     def inline_body(self, eqn: Eqn, ins, tins):
         """A checkpoint (forward mode has nothing to save) or the primal of a custom_vjp:
@@ -169,20 +217,28 @@ class ForwardMode:
         return self.block(eqn.params[name], ins, tins)
 
     def custom_jvp(self, eqn: Eqn, ins, tins):
-        """The user's rule: ``rule(*xs, *tangents of float xs) -> (*outs, *tangents)``."""
-        tangents = [tangent_or_zero(t, x.type) for t, x in zip(tins, ins, strict=True)
-                    if differentiable(x.type)]
-        res = inline(eqn.params["rule"], [*ins, *tangents])
-        return _split(res, len(eqn.outputs), [differentiable(o.type) for o in eqn.outputs])
+        """The user's rule, ``rule(*xs, *tangents of float xs) -> (*outs, *tangents)``,
+        once per lane."""
+        floats = [differentiable(x.type) for x in ins]
+        outs_float = [differentiable(o.type) for o in eqn.outputs]
+        n = len(eqn.outputs)
+        outs, lanes = None, []
+        for j in range(self.lanes):
+            tangents = [tangent_or_zero(self.lane(t, j), x.type)
+                        for t, x, f in zip(tins, ins, floats, strict=True) if f]
+            res = inline(eqn.params["rule"], [*ins, *tangents])
+            outs = outs or list(res[:n])
+            lanes.append(iter(res[n:]))
+        return outs, [tuple(next(lane) for lane in lanes) if f else None for f in outs_float]
+
+
+def _bundle(ts) -> Bundle | None:
+    ts = tuple(ts)
+    return None if all(t is None for t in ts) else ts
 
 
 def _options(eqn: Eqn) -> dict:
     return {k: eqn.params[k] for k in eqn.op.optional if k in eqn.params}
-
-
-def _split(res: Sequence[Atom], n: int, active: Sequence[bool]):
-    outs, extra = list(res[:n]), iter(res[n:])
-    return outs, [next(extra) if a else None for a in active]
 
 
 _CONTROL = {
@@ -196,23 +252,49 @@ _CONTROL = {
 }
 
 
-def jvp_emit(func: Func, primals: Sequence[Atom], tangents: Sequence[Atom | None]
-             ) -> tuple[list[Atom], list[Atom | None]]:
-    """Emit ``func`` and its forward derivative into the current builder."""
-    return ForwardMode().block(close_func(func).block, primals, tangents)
+def jvp_emit(func: Func, primals: Sequence[Atom], tangents: Sequence[Bundle | None],
+             lanes: int = 1) -> tuple[list[Atom], list[Bundle | None]]:
+    """Emit ``func`` and its forward derivative into the current builder: per parameter a
+    bundle of ``lanes`` tangents (or None), per result the same."""
+    return ForwardMode(lanes).block(close_func(func).block, primals, tangents)
 
 
-def jvp_func(func: Func, active: Sequence[bool] | None = None) -> Func:
-    """``f(*primals, *tangents) -> (*outs, *out_tangents)``: tangents for the ``active``
-    floating-point parameters (default: all of them) and for every floating-point result
-    (zeros where it does not depend on them)."""
+def jvp_func(func: Func, active: Sequence[bool] | None = None, lanes: int = 1) -> Func:
+    """``f(*primals, *tangents) -> (*outs, *out_tangents)``: ``lanes`` tangents (one after
+    the other) for each ``active`` floating-point parameter (default: all of them) and
+    for each floating-point result (zeros where it does not depend on them)."""
     active = [differentiable(t) and (active is None or a)
               for t, a in zip(func.in_types, active or func.in_types, strict=True)]
     with Builder() as b:
         primals = [b.param(t) for t in func.in_types]
-        tangents = [b.param(t) if a else None for t, a in zip(func.in_types, active,
-                                                             strict=True)]
-        outs, touts = jvp_emit(func, primals, tangents)
-        extra = [tangent_or_zero(t, o.type) for o, t in zip(outs, touts, strict=True)
-                 if differentiable(o.type)]
+        tangents = [tuple(b.param(t) for _ in range(lanes)) if a else None
+                    for t, a in zip(func.in_types, active, strict=True)]
+        mode = ForwardMode(lanes)
+        outs, touts = mode.block(close_func(func).block, primals, tangents)
+        extra = mode.flat(touts, outs, [mode.every(o.type) for o in outs])
         return b.finish(f"{func.name}_jvp", [*outs, *extra])
+
+
+def forward_agrees(func: Func) -> bool:
+    """Whether forward mode gives the derivative reverse mode would: no ``custom_vjp``
+    (forward mode differentiates its primal, not the user's rule) and a ``jvp`` rule for
+    every op with a differentiable result."""
+    for f in (func, *func.callees()):
+        for eqn in f.block.walk():
+            if eqn.op.name == "custom_vjp" or (
+                    eqn.op.name not in _CONTROL and eqn.op.jvp is None
+                    and any(differentiable(o.type) for o in eqn.outputs)):
+                return False
+    return True
+
+
+def has_loops(func: Func) -> bool:
+    """Whether reverse mode would keep a tape: a loop or a call anywhere in ``func``."""
+    return any(e.op.name in ("for_loop", "while_loop", "call") for e in func.block.walk())
+
+
+def scalar_only(func: Func) -> bool:
+    """Whether every floating-point value ``func`` computes is a scalar (its arithmetic
+    is bound by latency, not throughput: forward-mode lanes run beside the primal)."""
+    return all(not differentiable(o.type) or o.type.size <= 1
+               for f in (func, *func.callees()) for e in f.block.walk() for o in e.outputs)

@@ -141,21 +141,23 @@ def _typed(values, types) -> None:
 
 def check_jvp(func: Func, args, rng: np.random.Generator,
               active: Sequence[bool] | None = None, directions: int = 2) -> None:
-    """``jvp_func(func, active)`` agrees with central differences in random directions."""
+    """``jvp_func(func, active, lanes=directions)`` agrees with central differences in
+    random directions, each a lane of one forward pass."""
     active = float_mask(func) if active is None else active
     tol = tolerance(func)
-    jf = jvp_func(func, active)
+    jf = jvp_func(func, active, lanes=directions)
     n = len(func.out_types)
-    for _ in range(directions):
-        ts = tangents(rng, func, active)
-        res = run(jf, [*args, *ts])
-        _same_primals(func, args, res[:n])
-        _typed(res[n:], floats(func.out_types))
-        want = central_differences(func, args, active, ts, tol.eps)
-        for k, (got, fd) in enumerate(zip(res[n:], want, strict=True)):
+    ts = [tangents(rng, func, active) for _ in range(directions)]
+    res = run(jf, [*args, *[lane[p] for p in range(len(ts[0])) for lane in ts]])
+    _same_primals(func, args, res[:n])
+    for j, direction in enumerate(ts):
+        got = res[n + j::directions]
+        _typed(got, floats(func.out_types))
+        want = central_differences(func, args, active, direction, tol.eps)
+        for k, (g, fd) in enumerate(zip(got, want, strict=True)):
             scale = max(1.0, float(np.max(np.abs(fd), initial=0.0)))
-            np.testing.assert_allclose(got, fd, rtol=0, atol=tol.fd * scale,
-                                       err_msg=f"tangent of float result {k}")
+            np.testing.assert_allclose(g, fd, rtol=0, atol=tol.fd * scale,
+                                       err_msg=f"lane {j}: tangent of float result {k}")
 
 
 def _dots(xs, ys) -> tuple[float, float]:

@@ -1,4 +1,5 @@
-"""Reverse mode through long data-dependent loops: the residual tape grows with the
+"""Reverse mode (``pb.jacrev``: ``pb.grad`` of a few scalars runs forward mode) through
+long data-dependent loops: the residual tape grows with the
 iteration count, and checkpointing trades it for recomputation without changing the
 gradient."""
 
@@ -41,7 +42,7 @@ def _peak(fn, *args) -> tuple[object, int]:
 
 @functools.cache
 def _plain(n: int):
-    return _peak(pb.grad(damped, argnums=(0, 1)), 0.8, A, np.int64(n))
+    return _peak(pb.jacrev(damped, argnums=(0, 1)), 0.8, A, np.int64(n))
 
 
 def _exact(x, a, n):
@@ -64,7 +65,7 @@ def test_a_100000_iteration_while_loop_keeps_residuals_proportional_to_its_lengt
 
 def test_checkpointed_loop_gives_the_same_gradient_with_far_less_memory():
     plain, peak_plain = _plain(int(N))
-    checked, peak_checked = _peak(pb.grad(damped_checkpointed, argnums=(0, 1)), 0.8, A, N)
+    checked, peak_checked = _peak(pb.jacrev(damped_checkpointed, argnums=(0, 1)), 0.8, A, N)
     assert plain == checked  # the same operations in the same order: bit for bit
     assert peak_checked < peak_plain / 50  # ~n/300 snapshots and 300 residual sets
 

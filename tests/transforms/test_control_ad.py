@@ -160,11 +160,13 @@ def check_jvp(f: Callable, args: Sequence, argnums: Argnums = 0, rtol: float = 1
 
 def check_grad(f: Callable, *args: Any, argnums: Argnums = 0, rtol: float = 1e-6,
                eps: float = 1e-6) -> Any:
-    """``f``'s value and gradient from pullback (plain, with the value, jitted, and by
-    forward mode) against the plain function; returns the gradient."""
+    """``f``'s value and gradient from pullback (plain, with the value, jitted, by
+    reverse mode however ``pb.grad`` picks, and by forward mode) against the plain
+    function; returns the gradient."""
     want = numeric_grad(f, args, argnums, eps)
     got = pb.grad(f, argnums)(*args)
     assert_tree_close(got, want, rtol, "grad")
+    assert_tree_close(pb.jacrev(f, argnums)(*args), want, rtol, "jacrev")
     value, again = pb.value_and_grad(f, argnums)(*args)
     np.testing.assert_allclose(value, _plain(f, args), rtol=1e-12, atol=1e-14)
     assert_tree_close(again, want, rtol, "value_and_grad")

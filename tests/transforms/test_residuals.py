@@ -1,6 +1,7 @@
 """What reverse mode saves per loop iteration: only what the backward pass reads.
 Values invariant in the loop are read outside it, and derivatives the rules compute
-for constants (which nobody reads) cost no push."""
+for constants (which nobody reads) cost no push.  (``pb.jacrev`` asks for reverse mode:
+``pb.grad`` of a scalar loop with respect to a few scalars runs forward mode.)"""
 
 from __future__ import annotations
 
@@ -27,12 +28,24 @@ def _central(f, a, x0, h=1e-6):
 
 
 def test_one_push_per_iteration_and_exact_gradient():
-    grad = pb.grad(euler, argnums=(0, 1))
+    grad = pb.jacrev(euler, argnums=(0, 1))
     ir = pb.make_ir(grad)(1.5, 0.7)
     # the old x (for d/da); -a is read outside the loop; 0.01 and sin need nothing
     assert _pushes_in_loops(ir) == 1, ir
     got = pb.jit(grad)(1.5, 0.7)
     np.testing.assert_allclose(got, _central(euler, 1.5, 0.7), rtol=1e-7)
+
+
+def test_grad_of_a_scalar_loop_runs_forward_mode_without_a_tape():
+    """Two scalar parameters: two forward-mode lanes beside the primal, no pushes, the
+    same gradient as reverse mode to rounding."""
+    ir = pb.make_ir(pb.grad(euler, argnums=(0, 1)))(1.5, 0.7)
+    assert not any(e.op.name.startswith("stack_") for e in ir.block.walk()), ir
+    got = pb.jit(pb.value_and_grad(euler, argnums=(0, 1)))(1.5, 0.7)
+    assert got[0] == euler(1.5, 0.7)
+    np.testing.assert_allclose(got[1], pb.jacrev(euler, argnums=(0, 1))(1.5, 0.7),
+                               rtol=1e-13)
+    np.testing.assert_allclose(got[1], _central(euler, 1.5, 0.7), rtol=1e-7)
 
 
 def _heun_step(k, y, t, h):
