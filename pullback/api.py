@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import operator
 import os
 import sys
 import threading
@@ -238,9 +239,25 @@ def _output(value: np.ndarray, spec: tuple, inputs: list) -> Any:
     return value
 
 
-#: A fast entry: the compiled call, its form, the arguments it takes (all: None), and
-#: the values the others must have (Python scalars the specialisation was made for).
-FastEntry = tuple[Callable, bytes, "tuple[int, ...] | None", tuple]
+#: A fast entry: the compiled call, its form, the arguments it takes (all: None), the
+#: values the others must have (Python scalars the specialisation was made for), and what
+#: nests its flat tuple of results (None: returned as they come).
+FastEntry = tuple[Callable, bytes, "tuple[int, ...] | None", tuple,
+                  "Callable[[tuple], Any] | None"]
+
+
+def _nesting(shape: Any) -> Callable[[tuple], Any] | None:
+    """For results nested in tuples and lists (``(loss, (g1, g2))``), a function that
+    builds that nesting from the flat tuple of results; None for any other structure."""
+    if type(shape) is int:
+        return operator.itemgetter(shape)
+    if type(shape) not in (tuple, list):
+        return None
+    parts = [_nesting(s) for s in shape]
+    if any(p is None for p in parts):
+        return None
+    kind = type(shape)
+    return lambda flat: kind([p(flat) for p in parts])
 
 
 def _fast_entry(staged: Staged, sig: Signature, args: tuple) -> FastEntry | None:
@@ -271,12 +288,15 @@ def _fast_entry(staged: Staged, sig: Signature, args: tuple) -> FastEntry | None
     n_out = len(staged.outputs)
     order = list(range(n_out))
     shape = tree_unflatten(staged.out_tree, order)
+    nest = None
     if type(shape) is int and n_out == 1:
         shape_form = c.ONE
     elif type(shape) in (tuple, list) and list(shape) == order:
         shape_form = c.TUPLE if type(shape) is tuple else c.LIST
     else:
-        return None
+        shape_form, nest = c.TUPLE, _nesting(shape)
+        if nest is None:
+            return None
     how = {"array": c.ARRAY, "scalar": c.SCALAR, "python": c.FLOAT}
     ins = [(how[_leaf_kind(passed[j])], j) for j in positions]
     outs = [c.PYTHON if weak else c.NUMPY if kind == "scalar" else c.ARRAY
@@ -284,7 +304,8 @@ def _fast_entry(staged: Staged, sig: Signature, args: tuple) -> FastEntry | None
     guard = tuple((j, type(a), a) for j, (a, k) in enumerate(zip(args, kinds, strict=True))
                   if k is None)
     taken = tuple(j for j, k in enumerate(kinds) if k is not None) if guard else None
-    return call, c.form(shape_form, ins, outs), taken, (len(args), guard) if guard else ()
+    return (call, c.form(shape_form, ins, outs), taken, (len(args), guard) if guard else (),
+            nest)
 
 
 class Jitted:
@@ -334,7 +355,7 @@ class Jitted:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         fast = self._fast
         if fast is not None and not kwargs:
-            call, form, taken, guard = fast
+            call, form, taken, guard, nest = fast
             if taken is None:
                 out = call(args, form)
             elif len(args) == guard[0] and all(type(args[j]) is t and args[j] == v
@@ -343,7 +364,7 @@ class Jitted:
             else:
                 out = NotImplemented
             if out is not NotImplemented:
-                return out
+                return out if nest is None else nest(out)
         staged, sig = self.specialise(*args, **kwargs)
         leaves = sig.leaves[:-1]
         inputs = [leaves[i] for i in sig.dynamic]

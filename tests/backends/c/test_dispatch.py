@@ -36,6 +36,10 @@ def as_list(x, y):
     return [x * y, y - x]
 
 
+def nested(x, y):
+    return np.sum(x * y), (x - y, [x * 2, float(np.max(y))])
+
+
 def python_float(x):
     return float(np.max(x))
 
@@ -88,11 +92,13 @@ def _same(got, want):
     (scaled_total, (X, 2.5)),
     (pair, (X, Y)),
     (as_list, (X, Y)),
+    (nested, (X, Y)),
     (python_float, (Y,)),
     (zebra_apple, (X, Y)),
 ])
 def test_fast_path_equals_python(fn, args):
     jitted, first = _fast(fn, *args)
+    assert (jitted._fast[4] is not None) == (fn is nested)  # results nested in Python
     _same(first, fn(*args))
     _same(jitted(*args), fn(*args))
     other = tuple(a * 3 if isinstance(a, np.ndarray) else a for a in args)
@@ -266,3 +272,19 @@ def test_big_results_take_memory_numpy_freed_from_earlier_ones():
     np.testing.assert_array_equal(third, (x + 1.0) * 2.0 + 1.0)
     small = pb.jit(lambda x: x * 2.0, backend="c")(np.ones(4))
     assert get_handler_name(small) == "default_allocator"
+
+
+def test_value_and_grad_takes_the_fast_path_and_a_namedtuple_does_not():
+    from collections import namedtuple
+
+    vg = pb.jit(pb.value_and_grad(scaled_total, argnums=(0, 1)), backend="c")
+    want = vg(X, 2.5)
+    assert vg._fast is not None
+    got = vg(X, 2.5)
+    assert type(got) is tuple and type(got[1]) is tuple
+    _same(got, want)
+    Pair = namedtuple("Pair", "total diff")
+    jitted = pb.jit(lambda x, y: Pair(np.sum(x), (x - y, x + y)), backend="c")
+    first = jitted(X, Y)
+    assert jitted._fast is None and type(jitted(X, Y)) is Pair
+    _same(tuple(jitted(X, Y)), tuple(first))
