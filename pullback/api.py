@@ -20,7 +20,7 @@ import threading
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -239,11 +239,15 @@ def _output(value: np.ndarray, spec: tuple, inputs: list) -> Any:
     return value
 
 
-#: A fast entry: the compiled call, its form, the arguments it takes (all: None), the
-#: values the others must have (Python scalars the specialisation was made for), and what
-#: nests its flat tuple of results (None: returned as they come).
-FastEntry = tuple[Callable, bytes, "tuple[int, ...] | None", tuple,
-                  "Callable[[tuple], Any] | None"]
+class FastEntry(NamedTuple):
+    """A call straight to native code (see ``_fast_entry``)."""
+
+    call: Callable
+    form: bytes
+    tree: TreeDef | None  # the positional arguments' structure, unless all are leaves
+    taken: tuple[int, ...] | None  # the leaves passed on (all: None)
+    guard: tuple  # (leaf count, (place, type, value) of the Python scalars fixed)
+    nest: Callable[[tuple], Any] | None  # nests the flat results (None: as they come)
 
 
 def _nesting(shape: Any) -> Callable[[tuple], Any] | None:
@@ -260,25 +264,34 @@ def _nesting(shape: Any) -> Callable[[tuple], Any] | None:
     return lambda flat: kind([p(flat) for p in parts])
 
 
+def _rebuild(tree: TreeDef, shape: Any) -> Callable[[tuple], Any]:
+    """What gives the flat tuple of results the structure ``tree`` (whose leaves numbered
+    in order are ``shape``): tuples and lists directly, other pytrees (dicts,
+    dataclasses) by unflattening."""
+    return _nesting(shape) or (lambda flat: tree_unflatten(tree, list(flat)))
+
+
 def _fast_entry(staged: Staged, sig: Signature, args: tuple) -> FastEntry | None:
     """The compiled entry when a call like this one can go straight to native code:
-    positional arrays and scalars only, each a parameter of its own, besides Python
-    scalars the specialisation is for (checked on each call), nothing static by name,
-    nothing written back, results made by the function and returned alone, as a tuple or
-    as a list.  The entry answers NotImplemented to any other call.  (Parameters follow
+    positional arguments only (arrays and scalars, or pytrees of them, each array a
+    parameter of its own), besides Python scalars the specialisation is for (checked on
+    each call), nothing static by name, nothing written back, results made by the
+    function (alone, or in any pytree: the C entry returns them as a tuple, nested in
+    Python).  The entry answers NotImplemented to any other call.  (Parameters follow
     the flattened arguments' order, which the form maps to places.)"""
     from .backends import c
 
     call = getattr(staged.runner, "call", None)
     *leaves, static = sig.leaves
-    kinds = [_leaf_kind(a) for a in args]
-    if call is None or static or staged.writeback or len(leaves) != len(args) or \
+    flat, tree = tree_flatten(args)
+    kinds = [_leaf_kind(a) for a in flat]
+    if call is None or static or staged.writeback or len(leaves) != len(flat) or \
             len(sig.dynamic) != sum(k is not None for k in kinds) or \
             any(s[0] != "dyn" for s in staged.outputs) or \
             any(k is None and type(a) not in (int, bool, str, type(None))
-                for a, k in zip(args, kinds, strict=True)):
+                for a, k in zip(flat, kinds, strict=True)):
         return None
-    passed = [a for a, k in zip(args, kinds, strict=True) if k is not None]
+    passed = [a for a, k in zip(flat, kinds, strict=True) if k is not None]
     positions: list[int] = []  # each parameter's place among the arguments passed
     for x in (x for x in leaves if _leaf_kind(x) is not None):
         j = next((j for j, a in enumerate(passed) if a is x and j not in positions), None)
@@ -294,18 +307,35 @@ def _fast_entry(staged: Staged, sig: Signature, args: tuple) -> FastEntry | None
     elif type(shape) in (tuple, list) and list(shape) == order:
         shape_form = c.TUPLE if type(shape) is tuple else c.LIST
     else:
-        shape_form, nest = c.TUPLE, _nesting(shape)
-        if nest is None:
-            return None
+        shape_form, nest = c.TUPLE, _rebuild(staged.out_tree, shape)
     how = {"array": c.ARRAY, "scalar": c.SCALAR, "python": c.FLOAT}
     ins = [(how[_leaf_kind(passed[j])], j) for j in positions]
     outs = [c.PYTHON if weak else c.NUMPY if kind == "scalar" else c.ARRAY
             for _, kind, weak in staged.outputs]
-    guard = tuple((j, type(a), a) for j, (a, k) in enumerate(zip(args, kinds, strict=True))
+    guard = tuple((j, type(a), a) for j, (a, k) in enumerate(zip(flat, kinds, strict=True))
                   if k is None)
     taken = tuple(j for j, k in enumerate(kinds) if k is not None) if guard else None
-    return (call, c.form(shape_form, ins, outs), taken, (len(args), guard) if guard else (),
-            nest)
+    nested = None if len(flat) == len(args) and all(a is x for a, x in zip(args, flat, strict=True)) \
+        else tree
+    return FastEntry(call, c.form(shape_form, ins, outs), nested, taken,
+                     (len(flat), guard) if guard else (), nest)
+
+
+def _fast_call(fast: FastEntry, args: tuple) -> Any:
+    """A fast entry's call of pytree arguments, or of fixed Python scalars among them."""
+    leaves = args
+    if fast.tree is not None:
+        flat, tree = tree_flatten(args)
+        if tree != fast.tree:
+            return NotImplemented
+        leaves = tuple(flat)
+    if fast.taken is None:
+        return fast.call(leaves, fast.form)
+    size, fixed = fast.guard
+    if len(leaves) != size or not all(type(leaves[j]) is t and leaves[j] == v
+                                      for j, t, v in fixed):
+        return NotImplemented
+    return fast.call(tuple([leaves[j] for j in fast.taken]), fast.form)
 
 
 class Jitted:
@@ -355,14 +385,8 @@ class Jitted:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         fast = self._fast
         if fast is not None and not kwargs:
-            call, form, taken, guard, nest = fast
-            if taken is None:
-                out = call(args, form)
-            elif len(args) == guard[0] and all(type(args[j]) is t and args[j] == v
-                                               for j, t, v in guard[1]):
-                out = call(tuple([args[j] for j in taken]), form)
-            else:
-                out = NotImplemented
+            call, form, tree, taken, _, nest = fast
+            out = call(args, form) if tree is None and taken is None else _fast_call(fast, args)
             if out is not NotImplemented:
                 return out if nest is None else nest(out)
         staged, sig = self.specialise(*args, **kwargs)

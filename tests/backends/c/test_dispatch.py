@@ -98,7 +98,7 @@ def _same(got, want):
 ])
 def test_fast_path_equals_python(fn, args):
     jitted, first = _fast(fn, *args)
-    assert (jitted._fast[4] is not None) == (fn is nested)  # results nested in Python
+    assert (jitted._fast.nest is not None) == (fn is nested)  # results nested in Python
     _same(first, fn(*args))
     _same(jitted(*args), fn(*args))
     other = tuple(a * 3 if isinstance(a, np.ndarray) else a for a in args)
@@ -150,11 +150,11 @@ def repeat(n, x, scale):
 def test_python_scalars_a_specialisation_is_for_are_checked_on_the_fast_path():
     jitted, first = _fast(repeat, 3, X, 0.5)
     _same(first, repeat(3, X, 0.5))
-    assert jitted._fast[3] == (3, ((0, int, 3),))  # n is part of the specialisation
+    assert jitted._fast.guard == (3, ((0, int, 3),))  # n is part of the specialisation
     _same(jitted(3, Y, 2.0), repeat(3, Y, 2.0))
     for n in (4, True, 3, 0, 4):  # another value, type: compiled (or found) again
         _same(jitted(n, X, 0.25), repeat(n, X, 0.25))
-    assert jitted._fast[3][1] == ((0, int, 4),)
+    assert jitted._fast.guard[1] == ((0, int, 4),)
     _same(jitted(4, X, 0.25), repeat(4, X, 0.25))
     with pytest.raises(TypeError):
         jitted(4, X)
@@ -274,7 +274,7 @@ def test_big_results_take_memory_numpy_freed_from_earlier_ones():
     assert get_handler_name(small) == "default_allocator"
 
 
-def test_value_and_grad_takes_the_fast_path_and_a_namedtuple_does_not():
+def test_value_and_grad_and_other_pytrees_of_results_take_the_fast_path():
     from collections import namedtuple
 
     vg = pb.jit(pb.value_and_grad(scaled_total, argnums=(0, 1)), backend="c")
@@ -284,7 +284,11 @@ def test_value_and_grad_takes_the_fast_path_and_a_namedtuple_does_not():
     assert type(got) is tuple and type(got[1]) is tuple
     _same(got, want)
     Pair = namedtuple("Pair", "total diff")
-    jitted = pb.jit(lambda x, y: Pair(np.sum(x), (x - y, x + y)), backend="c")
+    jitted = pb.jit(lambda x, y: Pair(np.sum(x), {"b": x - y, "a": [x + y]}), backend="c")
     first = jitted(X, Y)
-    assert jitted._fast is None and type(jitted(X, Y)) is Pair
-    _same(tuple(jitted(X, Y)), tuple(first))
+    assert jitted._fast is not None
+    again = jitted(X, Y)
+    assert type(again) is Pair and type(again.diff) is dict and list(again.diff) == ["b", "a"]
+    _same(again.total, first.total)
+    _same(again.diff["a"], first.diff["a"])
+    _same(again.diff["b"], np.asarray(X - Y))
