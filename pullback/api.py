@@ -315,8 +315,8 @@ def _fast_entry(staged: Staged, sig: Signature, args: tuple) -> FastEntry | None
     guard = tuple((j, type(a), a) for j, (a, k) in enumerate(zip(flat, kinds, strict=True))
                   if k is None)
     taken = tuple(j for j, k in enumerate(kinds) if k is not None) if guard else None
-    nested = None if len(flat) == len(args) and all(a is x for a, x in zip(args, flat, strict=True)) \
-        else tree
+    all_leaves = len(flat) == len(args) and all(a is x for a, x in zip(args, flat, strict=True))
+    nested = None if all_leaves else tree
     return FastEntry(call, c.form(shape_form, ins, outs), nested, taken,
                      (len(flat), guard) if guard else (), nest)
 
