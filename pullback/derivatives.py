@@ -499,6 +499,8 @@ def _rows(n: int, row_types: Sequence[TensorType], body: Callable) -> list[Atom]
     """Buffers ``[n, *row_type]`` filled by ``body(k) -> rows`` for k in range(n), as a
     rolled loop."""
     bufs = [TensorType((n, *t.shape), t.dtype) for t in row_types]
+    if n == 0:
+        return [zeros(t) for t in bufs]
 
     def loop_body(k, *carry):
         return [_stacked(buf, k, row) for buf, row in zip(carry, body(k), strict=True)]
@@ -528,7 +530,7 @@ class Jacobian(Transform):
         outs = [i for i, t in enumerate(probe_outs) if t.dtype.is_float]
         out_types = [probe_outs[i] for i in outs]
         jac: dict[tuple[int, int], Atom] = {}
-        if self.forward and _size(sub, ins) <= FORWARD_JACOBIAN:
+        if self.forward and 0 < _size(sub, ins) <= FORWARD_JACOBIAN:
             res, touts = _unit_lanes(sub, ins)
             for i in outs:
                 rows = _lane_rows(sub, ins, touts[i], res[i].type)

@@ -1025,6 +1025,29 @@ def test_jacobians_through_a_loop():
     assert_tree_close(pb.jit(pb.jacrev(f))(x), want, 1e-6, "jit(jacrev)")
 
 
+def test_jacfwd_in_one_pass_of_lanes_and_in_a_rolled_loop():
+    """Up to ``FORWARD_JACOBIAN`` inputs: one forward pass with a lane per input element;
+    more: a rolled loop of one-lane passes; none: an empty Jacobian.  All agree with
+    reverse mode, through a data-dependent loop and a branch."""
+    def f(x, s):
+        k = 0
+        while np.sum(x * x) < 30.0 and k < 50:
+            x = np.where(x > 0, x * 1.3, x * 0.9) + np.roll(x, 1) * s
+            k += 1
+        return x[:2] * s
+
+    for n in (1, 3, pb.derivatives.FORWARD_JACOBIAN, pb.derivatives.FORWARD_JACOBIAN + 4):
+        x = np.linspace(-0.8, 0.9, n)
+        for argnums in (0, (0, 1)):
+            got, want = (pb.jit(jac(f, argnums))(x, 0.3) for jac in (pb.jacfwd, pb.jacrev))
+            assert_tree_close(got, want, 1e-12, f"jacfwd, {n} inputs")
+        ir = str(pb.make_ir(pb.jacfwd(f))(x, 0.3))
+        assert ("for_loop" in ir) == (n > pb.derivatives.FORWARD_JACOBIAN)
+    for jac in (pb.jacfwd, pb.jacrev):
+        assert jac(lambda x: np.sum(x) * np.ones(2))(np.zeros(0)).shape == (2, 0)
+        assert jac(lambda x: x[:0] * 2.0)(np.ones(3)).shape == (0, 3)
+
+
 # -- 10. Pytrees of parameters ----------------------------------------------------------
 
 

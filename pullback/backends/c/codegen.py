@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from ...ir.types import DType, StackType
+from ...ir.types import DType, StackType, float64
 from . import loop_ir as L
 from .loop_ir import Unsupported, ctype
 from .loop_print import ExprPrinter
@@ -123,6 +123,8 @@ class _C(ExprPrinter):
             return _convert(args[0], e.dtype, e.out)
         if e.name == "log2" and e.dtype.is_float and not self.vector:  # scalar code
             return f"{_math('pb_log2', e.dtype)}({args[0]})"
+        if e.name in ("sin", "cos") and e.dtype == float64 and not self.vector:
+            return f"pb_{e.name}({args[0]})"
         if len(args) == 1:
             return _unary(e.name, args[0], e.dtype)
         return _binary(e.name, args[0], args[1], e.dtype)
