@@ -150,6 +150,24 @@ def euler_damped_oscillator(x, v, damping, t_end, n):
     return x, v, energy[-1] - energy[0]
 
 
+@program(lambda rng: (4.0, 0.5, 3000), lambda rng: (rng.uniform(1.0, 9.0), 0.1, 700),
+         differentiable=(0, 1))
+def driven_oscillator(a, b, n):
+    """A damped oscillator driven by sin(t), scored by a branch on the sign: scalar code
+    whose gradient in (a, b) runs forward mode in two lanes, and whose sin the native
+    backend computes itself."""
+    dt = 1e-3
+    x, v, acc = 0.0, 1.0, 0.0
+    for i in range(n):
+        v = v + dt * (-a * x - b * v + math.sin(i * dt) + 0.1 * math.cos(3.0 * i * dt))
+        x = x + dt * v
+        if x > 0:
+            acc += x * x
+        else:
+            acc += 0.5 * x * x
+    return acc * dt
+
+
 @program(lambda rng: (_diag_dominant(rng, 6), rng.standard_normal(6), 1e-12),
          lambda rng: (_diag_dominant(rng, 4, np.float32), rng.standard_normal(4).astype(np.float32),
                       1e-5),
