@@ -153,19 +153,17 @@ def euler_damped_oscillator(x, v, damping, t_end, n):
 @program(lambda rng: (4.0, 0.5, 3000), lambda rng: (rng.uniform(1.0, 9.0), 0.1, 700),
          differentiable=(0, 1))
 def driven_oscillator(a, b, n):
-    """A damped oscillator driven by sin(t), scored by a branch on the sign: scalar code
-    whose gradient in (a, b) runs forward mode in two lanes, and whose sin the native
-    backend computes itself."""
+    """A damped oscillator driven by sin and cos of t, scored by a branch on the sign
+    of v: scalar code whose gradient in (a, b) runs forward mode in two lanes, and whose
+    sin and cos the native backend computes itself."""
     dt = 1e-3
-    x, v, acc = 0.0, 1.0, 0.0
+    x, v, score = 0.0, 1.0, 0.0
     for i in range(n):
-        v = v + dt * (-a * x - b * v + math.sin(i * dt) + 0.1 * math.cos(3.0 * i * dt))
-        x = x + dt * v
-        if x > 0:
-            acc += x * x
-        else:
-            acc += 0.5 * x * x
-    return acc * dt
+        t = i * dt
+        force = math.sin(t) + 0.1 * math.cos(3.0 * t) - a * x - b * v
+        x, v = x + dt * v, v + dt * force
+        score = score + (v * x * x if v > 0 else -0.5 * v * x)
+    return score * dt
 
 
 @program(lambda rng: (_diag_dominant(rng, 6), rng.standard_normal(6), 1e-12),
