@@ -12,13 +12,16 @@ body at least once: from it, pure equations that may fail (gathers, factorisatio
 checks move too, as long as nothing that may fail or has effects comes before them in
 the body (the same error is then raised, first, as it would have been).  Inner loops
 are treated first, so an invariant can leave a whole nest.  (``pb.jacfwd``'s loop over
-input elements so computes the function itself once, not once per element.)
+input elements so computes the function itself once, not once per element.)  Arrays a
+loop carries unchanged are then no longer carried: its blocks, and the readers of its
+result, read the operand.
 """
 
 from __future__ import annotations
 
 from ..ir.core import Atom, Block, Eqn, Lit, Var
-from ..ir.types import StackType
+from ..ir.rewrite import substitute
+from ..ir.types import StackType, TensorType
 from .walk import FunctionPass
 
 #: Fusion kinds of the ops that may move: pure, and total on every input.
@@ -66,13 +69,38 @@ def _runs(loop: Eqn) -> bool:
 
 def _licm_block(block: Block) -> None:
     eqns = []
+    passed: dict[int, Atom] = {}
     for eqn in block.eqns:
         for inner in eqn.blocks():
             _licm_block(inner)
         if eqn.op.name in _LOOPS:
             eqns.extend(_hoist(eqn))
+            passed.update(_drop_passed_through(eqn))
         eqns.append(eqn)
     block.eqns = eqns
+    if passed:
+        substitute(block, passed)
+
+
+def _drop_passed_through(loop: Eqn) -> dict[int, Atom]:
+    """Remove the arrays ``loop`` carries unchanged (the body returns its parameter): its
+    blocks read the loop's operand instead, and so does whatever read the result (which
+    the returned mapping, result id to operand, tells).  AD closes loops over what they
+    read, which carries every loop-invariant value and its tangents along."""
+    first, blocks = _LOOPS[loop.op.name]
+    body = loop.params["body"]
+    at = blocks["body"]
+    fixed = [k for k, (p, r) in enumerate(zip(body.params[at:], body.results, strict=True))
+             if r is p and isinstance(p.type, TensorType)]
+    mapping = {id(loop.outputs[k]): loop.inputs[first + k] for k in fixed}
+    for name, start in blocks.items():
+        blk = loop.params[name]
+        substitute(blk, {id(blk.params[start + k]): loop.inputs[first + k] for k in fixed})
+    for k in reversed(fixed):
+        del loop.outputs[k], loop.inputs[first + k], body.results[k]
+        for name, start in blocks.items():
+            del loop.params[name].params[start + k]
+    return mapping
 
 
 def _hoist(loop: Eqn) -> list[Eqn]:

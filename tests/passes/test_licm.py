@@ -58,30 +58,30 @@ def test_invariants_leave_nested_loops():
           %10:f64[] = mul %1, %7
           %11:f64[] = exp %10
           %12:f64[] = add %11, %4
-          %13:f64[3], %14:f64[], %15:i64[] = for_loop 0:i64[], %2, 1:i64[], %0, %1, 7:i64[] {
-            body(%16:i64[], %17:f64[3], %18:f64[], %19:i64[]) {
-              %20:f64[3] = mul %17, %5
-              %21:f64[] = convert %16 {dtype=f64, weak=False}
-              %22:f64[3] = add %20, %21
-              %23:f64[3] = add %22, %6
-              %24:i64[] = floordiv %2, %19
-              %25:i64[] = add %24, 1:i64[]
+          %13:f64[3] = for_loop 0:i64[], %2, 1:i64[], %0 {
+            body(%14:i64[], %15:f64[3]) {
+              %16:f64[3] = mul %15, %5
+              %17:f64[] = convert %14 {dtype=f64, weak=False}
+              %18:f64[3] = add %16, %17
+              %19:f64[3] = add %18, %6
+              %20:i64[] = floordiv %2, 7:i64[]
+              %21:i64[] = add %20, 1:i64[]
               check %8 {exc="ValueError", fmt="negative"}
-              %26:f64[3], %27:f64[] = while_loop %23, %18 {
-                cond(%28:f64[3], %29:f64[]) {
-                  %30:f64[] = reduce_max %28 {axes=(0,)}
-                  %31:bool[] = lt %30, %9
-                  yield %31
+              %22:f64[3] = while_loop %19 {
+                cond(%23:f64[3]) {
+                  %24:f64[] = reduce_max %23 {axes=(0,)}
+                  %25:bool[] = lt %24, %9
+                  yield %25
                 }
-                body(%32:f64[3], %33:f64[]) {
-                  %34:f64[3] = add %32, %12
-                  yield %34, %33
+                body(%26:f64[3]) {
+                  %27:f64[3] = add %26, %12
+                  yield %27
                 }
               }
-              yield %26, %18, %19
+              yield %22
             }
           }
-          return %13, %14, %15
+          return %13, %1, 7:i64[]
         }
     """, args)
 
