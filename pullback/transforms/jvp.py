@@ -8,9 +8,10 @@ made concrete only where a block must return one.  Blocks must be closed
 (``closure.close_func``).
 
 The pass pushes ``lanes`` tangents at once: each value has a *bundle* of that many
-tangents (None when all are zero), the rules run once per lane, and blocks carry every
-lane.  The primal is computed once for all of them: a Jacobian of a few inputs, or the
-gradient of a loop with few parameters, needs no tape and no repeated primal.
+tangents (None when all are zero), the rules run once per lane, and blocks carry the
+lanes that are not zero.  The primal is computed once for all of them: a Jacobian of a
+few inputs, or the gradient of a loop with few parameters, needs no tape and no repeated
+primal.
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ class ForwardMode:
         env.bind(block.params, primals)
         for p, t in zip(block.params, tangents, strict=True):
             if t is not None:
-                tenv[id(p)] = tuple(None if x is None else fit(x, p.type) for x in t)
+                tenv[id(p)] = _fitted(t, p.type)
         for eqn in block.eqns:
             self.eqn(eqn, env, tenv)
         return [env[r] for r in block.results], [tenv.get(id(r)) for r in block.results]
@@ -75,16 +76,13 @@ class ForwardMode:
                 outs, touts = handler(self, eqn, ins, tins)
             else:
                 outs = current().emit(eqn.op, ins, eqn.params, eqn.loc)
-                per_lane = [self.rule(eqn, ins, [self.lane(t, j) for t in tins], outs)
+                per_lane = [self.rule(eqn, ins, [_lane(t, j) for t in tins], outs)
                             for j in range(self.lanes)]
                 touts = [_bundle(lane[i] for lane in per_lane) for i in range(len(outs))]
         env.bind(eqn.outputs, outs)
         for o, t in zip(eqn.outputs, touts, strict=True):
             if t is not None and differentiable(o.type):
-                tenv[id(o)] = tuple(None if x is None else fit(x, o.type) for x in t)
-
-    def lane(self, t: Bundle | None, j: int) -> Atom | None:
-        return None if t is None else t[j]
+                tenv[id(o)] = _fitted(t, o.type)
 
     def stacks(self) -> Bundle:
         return tuple(St.stack_new() for _ in range(self.lanes))
@@ -99,7 +97,7 @@ class ForwardMode:
     def flat(self, bundles: Sequence[Bundle | None], like: Sequence[Atom],
              masks: Sequence[Sequence[bool]]) -> list[Atom]:
         """The lanes the ``masks`` select, value by value, zeros made concrete."""
-        return [tangent_or_zero(self.lane(t, j), x.type)
+        return [tangent_or_zero(_lane(t, j), x.type)
                 for t, x, m in zip(bundles, like, masks, strict=True)
                 for j in range(self.lanes) if m[j]]
 
@@ -111,7 +109,7 @@ class ForwardMode:
 
     def masks(self, bundles: Sequence[Bundle | None]) -> list[tuple[bool, ...]]:
         """Per value, which of its lanes are not symbolic zeros."""
-        return [tuple(self.lane(t, j) is not None for j in range(self.lanes)) for t in bundles]
+        return [tuple(_lane(t, j) is not None for j in range(self.lanes)) for t in bundles]
 
     def per_lane(self, masks: Sequence[Sequence[bool]], activity) -> list[tuple[bool, ...]]:
         """``activity(lane j's mask per value) -> active per result`` for every lane, as
@@ -174,8 +172,7 @@ class ForwardMode:
 
     def _loop_cond(self, cond: Block, types, active) -> Block:
         params = [Var(t) for t in types]
-        tparams = [Var(t) for t, m in zip(types, active, strict=True) for a in m if a]
-        new = Block([*params, *tparams])
+        new = Block([*params, *[Var(t) for t in _masked(types, active)]])
         with current().into(new):
             new.results = inline(cond, params)
         return new
@@ -198,13 +195,9 @@ class ForwardMode:
             return self.twins[id(func)]
         active = [self.every(t) for t in func.in_types]
         outs = [self.every(t) for t in func.out_types]
-
-        def lanes(types, masks):
-            return [t for t, m in zip(types, masks, strict=True) for a in m if a]
-
         twin = declare_func(f"{func.name}_jvp{next(_serial)}",
-                            [*func.in_types, *lanes(func.in_types, active)],
-                            [*func.out_types, *lanes(func.out_types, outs)])
+                            [*func.in_types, *_masked(func.in_types, active)],
+                            [*func.out_types, *_masked(func.out_types, outs)])
         self.twins[id(func)] = twin
         with Builder():
             twin.block = self.region(func.block, func.in_types, active, outs)
@@ -224,12 +217,26 @@ class ForwardMode:
         n = len(eqn.outputs)
         outs, lanes = None, []
         for j in range(self.lanes):
-            tangents = [tangent_or_zero(self.lane(t, j), x.type)
+            tangents = [tangent_or_zero(_lane(t, j), x.type)
                         for t, x, f in zip(tins, ins, floats, strict=True) if f]
             res = inline(eqn.params["rule"], [*ins, *tangents])
             outs = outs or list(res[:n])
             lanes.append(iter(res[n:]))
         return outs, [tuple(next(lane) for lane in lanes) if f else None for f in outs_float]
+
+
+def _lane(t: Bundle | None, j: int) -> Atom | None:
+    return None if t is None else t[j]
+
+
+def _fitted(t: Bundle, typ) -> Bundle:
+    return tuple(None if x is None else fit(x, typ) for x in t)
+
+
+def _masked(types: Sequence, masks: Sequence[Sequence[bool]]) -> list:
+    """Each type once per lane its mask selects: the types of the tangents a block
+    takes or returns."""
+    return [t for t, m in zip(types, masks, strict=True) for a in m if a]
 
 
 def _bundle(ts) -> Bundle | None:
