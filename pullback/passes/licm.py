@@ -75,11 +75,20 @@ def _licm_block(block: Block) -> None:
             _licm_block(inner)
         if eqn.op.name in _LOOPS:
             eqns.extend(_hoist(eqn))
+            # a carry passed through an earlier loop: its operand is that loop's operand
+            eqn.inputs = [passed.get(id(a), a) for a in eqn.inputs]
             passed.update(_drop_passed_through(eqn))
         eqns.append(eqn)
     block.eqns = eqns
     if passed:
         substitute(block, passed)
+
+
+def _passed_through(loop: Eqn) -> list[int]:
+    """The carried values ``loop``'s body returns unchanged (its parameter), by index."""
+    body = loop.params["body"]
+    carried = body.params[_LOOPS[loop.op.name][1]["body"]:]
+    return [k for k, (p, r) in enumerate(zip(carried, body.results, strict=True)) if r is p]
 
 
 def _drop_passed_through(loop: Eqn) -> dict[int, Atom]:
@@ -89,9 +98,7 @@ def _drop_passed_through(loop: Eqn) -> dict[int, Atom]:
     read, which carries every loop-invariant value and its tangents along."""
     first, blocks = _LOOPS[loop.op.name]
     body = loop.params["body"]
-    at = blocks["body"]
-    fixed = [k for k, (p, r) in enumerate(zip(body.params[at:], body.results, strict=True))
-             if r is p and isinstance(p.type, TensorType)]
+    fixed = [k for k in _passed_through(loop) if isinstance(body.results[k].type, TensorType)]
     mapping = {id(loop.outputs[k]): loop.inputs[first + k] for k in fixed}
     for name, start in blocks.items():
         blk = loop.params[name]
@@ -106,9 +113,7 @@ def _drop_passed_through(loop: Eqn) -> dict[int, Atom]:
 def _hoist(loop: Eqn) -> list[Eqn]:
     """Take the invariant equations out of ``loop``'s blocks; returns them in order."""
     first, blocks = _LOOPS[loop.op.name]
-    body = loop.params["body"]
-    carried = body.params[blocks["body"]:]
-    fixed = [k for k, (p, r) in enumerate(zip(carried, body.results, strict=True)) if r is p]
+    fixed = _passed_through(loop)
     moved = []
     for name, at in blocks.items():
         blk = loop.params[name]

@@ -173,3 +173,41 @@ def test_a_loop_that_runs_lets_what_may_fail_move_until_something_may():
           return %6
         }
     """, args)
+
+
+def test_values_carried_unchanged_through_two_loops_are_read_where_they_came_from():
+    """The second loop carries what the first passed through: both carries go, and the
+    result reads the first loop's operand."""
+    check_pass(licm, """
+        func @f(%0:f64[], %1:i64[]) -> (f64[], f64[]) {
+          %2:f64[], %3:f64[] = for_loop 0:i64[], %1, 1:i64[], %0, %0 {
+            body(%4:i64[], %5:f64[], %6:f64[]) {
+              %7:f64[] = mul %5, %6
+              yield %7, %6
+            }
+          }
+          %8:f64[], %9:f64[] = for_loop 0:i64[], %1, 1:i64[], %2, %3 {
+            body(%10:i64[], %11:f64[], %12:f64[]) {
+              %13:f64[] = add %11, %12
+              yield %13, %12
+            }
+          }
+          return %8, %9
+        }
+    """, """
+        func @f(%0:f64[], %1:i64[]) -> (f64[], f64[]) {
+          %2:f64[] = for_loop 0:i64[], %1, 1:i64[], %0 {
+            body(%3:i64[], %4:f64[]) {
+              %5:f64[] = mul %4, %0
+              yield %5
+            }
+          }
+          %6:f64[] = for_loop 0:i64[], %1, 1:i64[], %2 {
+            body(%7:i64[], %8:f64[]) {
+              %9:f64[] = add %8, %0
+              yield %9
+            }
+          }
+          return %6, %0
+        }
+    """, [np.float64(1.5), np.int64(3)])
