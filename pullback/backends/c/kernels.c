@@ -185,8 +185,8 @@ static void *pb_scratch(void **slot, size_t *have, size_t n) {
                 c[r * ldc + j] = cin ? cin[r * ldc + j] + alpha * tr[j] : alpha * tr[j];  \
         }                                                                                 \
     }                                                                                     \
-    int pb_gemm_packed_##S(int64_t m, int64_t n, int64_t k, T alpha, const T *a, int ta,  \
-                           const T *b, int tb, const T *cin, T *c) {                      \
+    static int pb_gemm_blocked_##S(int64_t m, int64_t n, int64_t k, T alpha, const T *a,  \
+                                   int ta, const T *b, int tb, const T *cin, T *c) {      \
         enum { NR = PB_NR_##S };                                                          \
         static _Thread_local void *a_buf, *b_buf;                                         \
         static _Thread_local size_t a_have, b_have;                                       \
@@ -255,6 +255,22 @@ static void *pb_scratch(void **slot, size_t *have, size_t n) {
                 }                                                                         \
             }                                                                             \
         }                                                                                 \
+        return 0;                                                                         \
+    }                                                                                     \
+    /* A C narrower than half a register tile (a classifier's ten outputs) as its         \
+     * transpose, op(B)' op(A)', whose rows run along C's columns: the tile's rows are    \
+     * then what is wasted, not most of its columns */                                   \
+    int pb_gemm_packed_##S(int64_t m, int64_t n, int64_t k, T alpha, const T *a, int ta,  \
+                           const T *b, int tb, const T *cin, T *c) {                      \
+        static _Thread_local void *t_buf;                                                 \
+        static _Thread_local size_t t_have;                                               \
+        if (n == 0 || 2 * n > PB_NR_##S || m < PB_NR_##S)                                 \
+            return pb_gemm_blocked_##S(m, n, k, alpha, a, ta, b, tb, cin, c);             \
+        T *const ct = (T *)pb_scratch(&t_buf, &t_have, (size_t)(m * n) * sizeof(T));     \
+        if (!ct || pb_gemm_blocked_##S(n, m, k, alpha, b, !tb, a, !ta, NULL, ct)) return 1; \
+        for (int64_t i = 0; i < m; i++)                                                   \
+            for (int64_t j = 0; j < n; j++)                                               \
+                c[i * n + j] = (cin ? cin[i * n + j] : 0) + ct[j * m + i];                \
         return 0;                                                                         \
     }
 

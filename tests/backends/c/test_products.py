@@ -190,20 +190,22 @@ def test_an_accumulator_read_later_or_read_by_the_product_is_not_overwritten():
 
 
 #: Past every block edge of the packed kernel: two column blocks (PB_NC), two depth
-#: blocks (PB_KC), row blocks (PB_MC) and tiles (PB_MR, two vectors) cut short.
-PACKED = (131, 2100, 300)
+#: blocks (PB_KC), row blocks (PB_MC) and tiles (PB_MR, two vectors) cut short; and a
+#: result narrower than half a tile, which the kernel computes transposed.
+PACKED = {"blocks": (131, 2100, 300), "narrow": (1100, 7, 300)}
 
 
 @pytest.mark.parametrize("gemm", ["packed", "blas"])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("layout", list(LAYOUTS))
-def test_large_products_equal_numpy_with_packed_kernels_and_blas(layout, dtype, gemm,
+@pytest.mark.parametrize("shape", list(PACKED))
+def test_large_products_equal_numpy_with_packed_kernels_and_blas(shape, layout, dtype, gemm,
                                                                  monkeypatch):
     """``PULLBACK_GEMM`` picks the runtime's packed kernels (where the CPU has AVX-512)
     or BLAS; the first call of a module reads it."""
     monkeypatch.setenv("PULLBACK_GEMM", gemm)
     fn, shapes, _ = LAYOUTS[layout]
-    m, n, k = PACKED
+    m, n, k = PACKED[shape]
     a, b = _operands(shapes(m + (gemm == "blas"), n, k), dtype)
     got, gemms = _native(fn, a, b)
     assert [g.blas for g in gemms] == [True]
