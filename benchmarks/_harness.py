@@ -362,12 +362,9 @@ def _warm_pullback() -> None:
     import numpy as np
 
     import pullback as pb
-    from pullback.backends.c import build
-
     # what every first compile on a machine pays once: the compiler probes, the runtime
-    # library that modules with products link, the precompiled headers
+    # libraries (the glue, and the kernels that modules with products link)
     pb.jit(pb.grad(lambda v: (v @ v.T).sum()), backend="c")(np.ones((4, 4)))
-    build.settle()
     note(f"pullback from {os.path.dirname(pb.__file__)}")
 
 

@@ -1,11 +1,12 @@
 """The native CPU backend: graph IR compiled to C, built into a CPython extension module.
 
 ``compile_func(func)`` generates C for the function and every function it calls
-(``codegen``), wraps the entry in a CPython function ``call(args, form)`` that checks
-and reads NumPy arguments in place and makes NumPy results, builds it with the system
-compiler (``build``, cached on disk), and returns a callable with the interpreter's
-calling convention: NumPy arguments in, a list of NumPy results out, faults raised as
-the Python exception plain execution raises.
+(``codegen``) and describes its entry (``pb_entry``): the glue library (``glue.c``),
+linked by every module, makes of it a CPython function ``call(args, form)`` that checks
+and reads NumPy arguments in place and makes NumPy results.  It builds the module with
+the system compiler (``build``, cached on disk) and returns a callable with the
+interpreter's calling convention: NumPy arguments in, a list of NumPy results out,
+faults raised as the Python exception plain execution raises.
 
 Threads: OpenMP loops and OpenBLAS's own threads take turns on the same cores, and how
 idle OpenMP threads wait is read once, when the first compiled module loads OpenMP;
@@ -46,8 +47,6 @@ __all__ = ["Compiled", "NoCompilerError", "Unsupported", "compile_func", "source
 #: Result arrays of at least this many bytes take memory NumPy freed from earlier ones
 #: (``PB_BIG`` in ``glue.c``).
 BIG_RESULT = 1 << 20
-NPY_TYPES = {"bool": "NPY_BOOL", "int32": "NPY_INT32", "int64": "NPY_INT64",
-             "float32": "NPY_FLOAT32", "float64": "NPY_FLOAT64"}
 
 # The entry's calling convention, ``call(args, form)``: ``form`` is bytes, form[0] how the
 # results come back (LIST, ONE: the only result, TUPLE), then three bytes per parameter:
@@ -65,185 +64,41 @@ def form(shape: int, params: list[tuple[int, int]], results: list[int]) -> bytes
                   *results])
 
 
-_HOOKS = """\
-static PyObject *pb_printer = NULL, *pb_faulter = NULL;
-
-/* debug_print: the operands' bytes to the Python printer, holding the GIL. */
-static int pb_print(int k, int n, const void **data, const size_t *bytes) {
-    PyGILState_STATE gil = PyGILState_Ensure();
-    PyObject *values = PyTuple_New(n);
-    for (int j = 0; j < n; j++)
-        PyTuple_SET_ITEM(values, j, PyBytes_FromStringAndSize(data[j], bytes[j]));
-    PyObject *r = PyObject_CallFunction(pb_printer, "iN", k, values);
-    int failed = r == NULL;
-    if (failed) PyErr_Clear();
-    Py_XDECREF(r);
-    PyGILState_Release(gil);
-    return failed;
-}
-
-static PyObject *pb_set_hooks(PyObject *self, PyObject *args) {
-    PyObject *printer, *faulter;
-    if (!PyArg_ParseTuple(args, "OO", &printer, &faulter)) return NULL;
-    Py_INCREF(printer);
-    Py_XSETREF(pb_printer, printer);
-    Py_INCREF(faulter);
-    Py_XSETREF(pb_faulter, faulter);
-    Py_RETURN_NONE;
-}
-
-/* Raise the fault the context records, as the exception the Python hook builds. */
-static PyObject *pb_raise(const pb_ctx *ctx) {
-    PyObject *fv = PyTuple_New(ctx->n_values), *iv = PyTuple_New(ctx->n_values);
-    for (int j = 0; j < ctx->n_values; j++) {
-        PyTuple_SET_ITEM(fv, j, PyFloat_FromDouble(ctx->fvalues[j]));
-        PyTuple_SET_ITEM(iv, j, PyLong_FromLongLong(ctx->ivalues[j]));
-    }
-    PyObject *e = PyObject_CallFunction(pb_faulter, "ssiNN", ctx->exc ? ctx->exc : "",
-                                        ctx->msg, ctx->check_id, fv, iv);
-    if (e != NULL) {
-        PyErr_SetObject((PyObject *)Py_TYPE(e), e);
-        Py_DECREF(e);
-    }
-    return NULL;
-}
-
-/* The runtime's glue library (glue.c, built once and linked by every module). */
-extern PyObject *pb_kept_capsule;
-int pb_glue_init(void);
-void *pb_array_in(PyObject *o, int type, int nd, const npy_intp *dims);
-int pb_scalar_in(PyObject *o, int type, void *v);
-PyObject *pb_scalar_out(const void *v, int type, unsigned char code);
-PyObject *pb_results(PyObject **r, int n, unsigned char shape);
-"""
+#: pullback's dtype codes in a module's entry (``PB_BOOL`` ... in ``runtime.h``).
+PB_TYPES = {"bool": "PB_BOOL", "int32": "PB_INT32", "int64": "PB_INT64",
+            "float32": "PB_FLOAT32", "float64": "PB_FLOAT64"}
 
 
-def _wrapper(func: Func, notes: str) -> str:
-    """The module's Python entry ``call(args, form)``: arguments checked and read in
-    place, array results allocated as NumPy arrays the entry function writes into."""
+def _entry(func: Func, name: str, notes: str) -> str:
+    """The module's entry: ``pb_run``, which computes the results from the arguments the
+    glue library read, and the description (``pb_entry``) the glue reads them by."""
     ins, outs = func.in_types, func.out_types
     if any(isinstance(t, StackType) for t in [*ins, *outs]):
         raise Unsupported("a compiled function cannot take or return a stack")
-    n_in, n_out = len(ins), len(outs)
-    lines = [_HOOKS, f"/* what faults and prints say: {notes} */"]
+    args = [f"*(const {ctype(t.dtype)} *)in[{k}]" if t.shape == () else
+            f"(const {ctype(t.dtype)} *)in[{k}]" for k, t in enumerate(ins)]
+    args += [f"({ctype(t.dtype)} *)out[{k}]" for k, t in enumerate(outs)]
+    lines = [f"/* what faults and prints say: {notes} */",
+             "static int pb_run(pb_ctx *ctx, void *const *in, void *const *out) {",
+             "    pb_ctx_init(ctx);",
+             f"    int status = pbf_0(ctx{''.join(', ' + a for a in args)});",
+             "    pb_free_all(ctx);",
+             "    return status;",
+             "}"]
+    params = []
     for k, t in enumerate([*ins, *outs]):
+        dims = "NULL"
         if t.shape:
-            dims = ", ".join(map(str, t.shape))
-            lines.append(f"static const npy_intp pb_dims{k}[] = {{{dims}}};")
-    lines += [
-        "",
-        "static PyObject *pb_call(PyObject *self, PyObject *const *argv, Py_ssize_t argc) {",
-        "    if (argc != 2 || !PyTuple_Check(argv[0]) || !PyBytes_Check(argv[1]) ||",
-        f"        PyBytes_GET_SIZE(argv[1]) != {1 + 3 * n_in + n_out}) {{",
-        '        PyErr_SetString(PyExc_TypeError, "call(args: tuple, form: bytes)");',
-        "        return NULL;",
-        "    }",
-        "    const unsigned char *form = (const unsigned char *)PyBytes_AS_STRING(argv[1]);",
-        f"    if (PyTuple_GET_SIZE(argv[0]) != {n_in}) Py_RETURN_NOTIMPLEMENTED;",
-        f"    Py_ssize_t at[{max(n_in, 1)}];",
-        f"    for (int k = 0; k < {n_in}; k++) {{",
-        "        at[k] = form[2 + 3 * k] | form[3 + 3 * k] << 8;",
-        f"        if (at[k] >= {n_in}) {{",
-        '            PyErr_SetString(PyExc_ValueError, "call: a place beyond the arguments");',
-        "            return NULL;",
-        "        }",
-        "    }",
-    ]
-    call = []
+            lines.append(f"static const int64_t pb_dims{k}[] = {{{', '.join(map(str, t.shape))}}};")
+            dims = f"pb_dims{k}"
+        params.append(f"{{{PB_TYPES[t.dtype.name]}, {len(t.shape)}, {dims}}}")
     big = any(t.size * t.dtype.np.itemsize >= BIG_RESULT for t in outs if t.shape)
-    for k, t in enumerate(ins):
-        ct, npy = ctype(t.dtype), NPY_TYPES[t.dtype.name]
-        item = f"PyTuple_GET_ITEM(argv[0], at[{k}])"
-        dims = f"pb_dims{k}" if t.shape else "NULL"
-        lines.append(f"    const {ct} *a{k} = pb_array_in({item}, {npy}, {len(t.shape)}, {dims});")
-        if t.shape == ():
-            lines += [f"    {ct} v{k};",
-                      f"    if (form[{1 + 3 * k}] == {SCALAR} && pb_scalar_in({item}, {npy}, "
-                      f"&v{k})) a{k} = &v{k};"]
-        if t.shape == () and t.dtype.name == "float64":
-            lines += [f"    if (form[{1 + 3 * k}] == {FLOAT} && PyFloat_CheckExact({item})) {{",
-                      f"        v{k} = PyFloat_AS_DOUBLE({item});",
-                      f"        a{k} = &v{k};",
-                      "    }"]
-        lines.append(f"    if (!a{k}) Py_RETURN_NOTIMPLEMENTED;")
-        call.append(f"*a{k}" if t.shape == () else f"a{k}")
-    lines.append(f"    PyObject *r[{max(n_out, 1)}] = {{NULL}};")
-    if big:
-        lines.append("    PyObject *pb_handler = PyDataMem_SetHandler(pb_kept_capsule);")
-    for k, t in enumerate(outs):
-        ct = ctype(t.dtype)
-        if t.shape == ():
-            lines.append(f"    {ct} s{k} = 0;")
-            call.append(f"&s{k}")
-            continue
-        lines.append(f"    r[{k}] = PyArray_SimpleNew({len(t.shape)}, pb_dims{n_in + k}, "
-                     f"{NPY_TYPES[t.dtype.name]});")
-        call.append(f"({ct} *)PyArray_DATA((PyArrayObject *)r[{k}])")
-    if big:
-        lines += ["    Py_XDECREF(PyDataMem_SetHandler(pb_handler));",
-                  "    Py_XDECREF(pb_handler);"]
-    lines += [f"    if (!r[{k}]) goto error;" for k, t in enumerate(outs) if t.shape]
     lines += [
-        "    pb_ctx ctx;",
-        "    pb_ctx_init(&ctx);",
-        "    ctx.print = pb_print;",
-        "    int status;",
-        "    Py_BEGIN_ALLOW_THREADS",
-        f"    status = pbf_0(&ctx{''.join(', ' + c for c in call)});",
-        "    pb_free_all(&ctx);",
-        "    Py_END_ALLOW_THREADS",
-        "    if (status) {",
-        "        pb_raise(&ctx);",
-        "        goto error;",
-        "    }",
-    ]
-    for k, t in enumerate(outs):
-        if t.shape == ():
-            lines += [f"    r[{k}] = pb_scalar_out(&s{k}, {NPY_TYPES[t.dtype.name]}, "
-                      f"form[{1 + 3 * n_in + k}]);",
-                      f"    if (!r[{k}]) goto error;"]
-    lines += [
-        f"    return pb_results(r, {n_out}, form[0]);",
-        "error:",
-        f"    for (int k = 0; k < {n_out}; k++) Py_XDECREF(r[k]);",
-        "    return NULL;",
-        "}",
-    ]
-    return "\n".join(lines)
-
-
-#: What every module includes first (the build parses it once, as a precompiled header).
-PRELUDE = "\n".join([
-    "#define PY_SSIZE_T_CLEAN",
-    "#include <Python.h>",
-    "#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION",
-    "#define NPY_TARGET_VERSION NPY_1_22_API_VERSION  /* PyDataMem_SetHandler */",
-    "#include <numpy/arrayobject.h>",
-    '#include "runtime.h"',
-    "#include <cblas.h>",
-    "#ifdef _OPENMP",
-    "#include <omp.h>",
-    "#endif",
-    "",
-])
-
-
-def _module_source(name: str, body: str, wrapper: str) -> str:
-    return "\n".join([
-        PRELUDE,
-        body,
-        wrapper,
+        f"static const pb_param pb_params[] = {{{', '.join(params) or '{0, 0, NULL}'}}};",
+        f"static const pb_entry pb_this = {{{len(ins)}, {len(outs)}, {int(big)}, pb_params, "
+        "pb_run};",
         "",
-        "static PyMethodDef pb_methods[] = {",
-        '    {"call", (PyCFunction)(void (*)(void))pb_call, METH_FASTCALL, '
-        '"call(args, form): the results, or NotImplemented for other argument types"},',
-        '    {"set_hooks", pb_set_hooks, METH_VARARGS, '
-        '"set_hooks(printer(k, operand bytes), faulter(exc, msg, check, floats, ints))"},',
-        "    {NULL, NULL, 0, NULL}",
-        "};",
-        f"static struct PyModuleDef pb_module = {{PyModuleDef_HEAD_INIT, \"{name}\", NULL, "
-        "-1, pb_methods};",
-        f"PyMODINIT_FUNC PyInit_{name}(void) {{",
+        f"void *PyInit_{name}(void) {{  /* the module object */",
         '    const char *threads = getenv("PULLBACK_NUM_THREADS");',
         "    if (threads && atoi(threads) > 0) {  /* loops and BLAS alike */",
         "#ifdef _OPENMP",
@@ -251,12 +106,22 @@ def _module_source(name: str, body: str, wrapper: str) -> str:
         "#endif",
         "        scipy_openblas_set_num_threads(atoi(threads));",
         "    }",
-        "    import_array();",
-        "    if (pb_glue_init()) return NULL;",
-        "    return PyModule_Create(&pb_module);",
+        f'    return pb_module_new("{name}", &pb_this);',
         "}",
-        "",
-    ])
+        ""]
+    return "\n".join(lines)
+
+
+#: What every module includes: no Python or NumPy header (the glue library is the
+#: Python side), so that a small module compiles in a few tens of milliseconds.
+INCLUDES = "\n".join([
+    '#include "runtime.h"',
+    "#include <cblas.h>",
+    "#ifdef _OPENMP",
+    "#include <omp.h>",
+    "#endif",
+    "",
+])
 
 
 class Compiled:
@@ -332,9 +197,10 @@ def source_of(func: Func) -> Source:
     # checks and prints share code whatever they say, and modules of one source share
     # their hooks: what they say goes in the source, so different messages differ
     notes = repr([(e.op.name, sorted(e.params.items())) for e in [*checks, *prints]])
-    wrapper = _wrapper(func, notes.replace("*/", "* /"))
-    name = f"pb_{hashlib.sha256((body + wrapper).encode()).hexdigest()[:16]}"
-    return Source(name, _module_source(name, body, wrapper), loops, checks, prints)
+    notes = notes.replace("*/", "* /")
+    name = f"pb_{hashlib.sha256((body + _entry(func, '', notes)).encode()).hexdigest()[:16]}"
+    return Source(name, "\n".join([INCLUDES, body, _entry(func, name, notes)]), loops, checks,
+                  prints)
 
 
 def compile_func(func: Func) -> Compiled:
@@ -348,5 +214,5 @@ def compile_func(func: Func) -> Compiled:
     # only modules with products need the kernels (their one-time build takes a second)
     libraries = {"pbglue": GLUE, **({"pbkernels": KERNELS} if "pb_gemm_" in src.text else {})}
     built = build_module(src.text, src.name, headers={"runtime.h": RUNTIME},
-                         libraries=libraries, prelude=PRELUDE)
+                         libraries=libraries)
     return Compiled(func, built, src.checks, src.prints, src.text)

@@ -5,8 +5,9 @@ The compiler is ``$PULLBACK_CC`` (else ``cc``), run with ``-O3 -march=native -fo
 ``$PULLBACK_CFLAGS`` appended. Matrix products link OpenBLAS from the ``scipy-openblas32``
 wheel: its CBLAS symbols carry the prefix ``BLAS_PREFIX`` (``scipy_cblas_dgemm``; the
 enums keep their names, ``CblasRowMajor``) and its integers are 32-bit ``blasint``.
-Generated C includes ``<Python.h>`` first (it sets the feature macros), then
-``BLAS_HEADER`` where it calls BLAS.
+Generated modules include ``runtime.h``, ``BLAS_HEADER`` and ``<omp.h>``; the runtime
+libraries they link (``libraries``: the glue, which is their Python side, and the
+kernels) are built once per compiler, flags, Python and NumPy.
 
 The cache key covers everything that shapes the output: source, headers, compiler and
 its version, the flags as requested, the Python ABI, NumPy's version (modules use its
@@ -32,15 +33,11 @@ import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING
 
 import numpy
 
 from ...errors import CompileError
 from . import cache
-
-if TYPE_CHECKING:
-    from concurrent.futures import Future, ThreadPoolExecutor
 
 BLAS_PREFIX = "scipy_"
 BLAS_HEADER = "cblas.h"
@@ -106,13 +103,10 @@ def warn_no_compiler_once() -> None:
 
 def build_module(source: str, module_name: str, *,
                  headers: Mapping[str, str] | None = None,
-                 libraries: Mapping[str, str] | None = None,
-                 prelude: str | None = None) -> ModuleType:
+                 libraries: Mapping[str, str] | None = None) -> ModuleType:
     """Compile source (which defines PyInit_<module_name>) and import it, or take it from
-    the cache; headers (file name -> text) are written beside the source; libraries
-    (name -> C source) are shared libraries the module links, each built once; prelude,
-    the includes the source begins with, is parsed once into a precompiled header that
-    later builds read instead (a third of a small module's compile time)."""
+    the cache; headers (file name -> text) are written beside the source and beside the
+    libraries' (name -> C source): shared libraries the module links, each built once."""
     headers = dict(headers or {})
     _check_names(module_name, headers)
     found = _compiler()
@@ -121,7 +115,7 @@ def build_module(source: str, module_name: str, *,
                               hint="install gcc or clang, or set PULLBACK_CC to a C compiler")
     argv, version = found
     cflags = _cflags()
-    linked = [_library(argv, version, tuple(cflags), name, text)
+    linked = [_library(argv, version, tuple(cflags), name, text, headers)
               for name, text in sorted((libraries or {}).items())]
     ldflags = [*(str(p) for p in linked), *(f"-Wl,-rpath,{p.parent}" for p in linked[:1]),
                *_ldflags()]
@@ -133,71 +127,17 @@ def build_module(source: str, module_name: str, *,
         accepted, vector = _probed(argv, version, tuple(cflags))
         command = [*argv, *accepted, *(["-DPB_MVEC"] if vector else [])]
         link = [*ldflags, *(["-lmvec", "-lm"] if vector else [])]
-        if prelude is None or not source.startswith(prelude):
-            _compile(command, link, source, module_name, headers, out)
-            return
-        pch_key = cache.key("prelude", prelude, sorted(headers.items()), command, version,
-                            numpy.__version__, _cpu_id())
-        gch = _preludes.get(pch_key)
-        if gch is None or not gch.is_file():
-            gch = cache.existing(pch_key, f"{PRELUDE}.h.gch")
-        if gch is not None and pch_key not in _unusable:
-            _preludes[pch_key] = gch
-            try:
-                _compile(command, link, source, module_name, headers, out, (prelude, gch))
-                return
-            except BuildError:  # a compiler that cannot read it after all
-                _unusable.add(pch_key)
-        if gch is None and pch_key not in _unusable and pch_key not in _building:
-            _building[pch_key] = _background().submit(_precompile, pch_key, command,
-                                                      prelude, headers)
         _compile(command, link, source, module_name, headers, out)
 
     return cache.load(key, module_name, build)
 
 
-#: The precompiled prelude's file name (without ``.h``) in each build directory.
-PRELUDE = "pb_prelude"
-#: Precompiled preludes found intact by this process (their digest is not checked again:
-#: a megabyte-sized file), being built (on a thread of their own, while modules compile
-#: without), and those it failed to build or use (not tried again).
-_preludes: dict[str, Path] = {}
-_building: dict[str, Future[None]] = {}  # (concurrent.futures: imported when needed)
-_unusable: set[str] = set()
-
-
-def settle() -> None:
-    """Wait for what this process builds on the side (benchmarks call it after their
-    warm-up, so that first calls time the steady state of a machine's cache)."""
-    for job in list(_building.values()):
-        job.result()
-
-
-@functools.cache
-def _background() -> ThreadPoolExecutor:
-    """The thread that builds precompiled preludes (the interpreter waits for it at exit)."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    return ThreadPoolExecutor(1, thread_name_prefix="pullback-prelude")
-
-
-def _precompile(pch_key: str, command: list[str], prelude: str,
-                headers: dict[str, str]) -> None:
-    """Build the precompiled prelude into the cache; a failure only means going without."""
-    try:
-        cache.entry(pch_key, f"{PRELUDE}.h.gch",
-                    lambda out: _compile(command, [], prelude, PRELUDE, headers, out,
-                                         header=True))
-    except BuildError:
-        _unusable.add(pch_key)
-
-
 def _library(argv: tuple[str, ...], version: str, cflags: tuple[str, ...], name: str,
-             source: str) -> Path:
+             source: str, headers: dict[str, str]) -> Path:
     """The shared library ``lib<name>`` built from source and cached (its file name, with
     the key, is also its soname: the modules linking it find it through an rpath)."""
-    key = cache.key("library", name, source, argv, version, cflags, numpy.__version__,
-                    sysconfig.get_config_var("EXT_SUFFIX"), _cpu_id())
+    key = cache.key("library", name, source, sorted(headers.items()), argv, version, cflags,
+                    numpy.__version__, sysconfig.get_config_var("EXT_SUFFIX"), _cpu_id())
     soname = f"lib{name}-{key}.so"
 
     def build(out: Path) -> None:
@@ -206,7 +146,7 @@ def _library(argv: tuple[str, ...], version: str, cflags: tuple[str, ...], name:
             else f"-Wl,-soname,{soname}"
         python = ["-undefined", "dynamic_lookup"] if platform.system() == "Darwin" else []
         _compile([*argv, *accepted, "-ffp-contract=fast", install], python, source,
-                 f"lib{name}", {}, out)
+                 f"lib{name}", headers, out)
 
     return cache.entry(key, f"lib{name}.so", build)
 
@@ -294,22 +234,15 @@ def _has_vector_math(argv: tuple[str, ...], flags: tuple[str, ...]) -> bool:
 
 
 def _compile(command: list[str], ldflags: list[str], source: str, module_name: str,
-             headers: dict[str, str], out: Path, pch: tuple[str, Path] | None = None, *,
-             header: bool = False) -> None:
-    """Compile source into the shared object out (or, for a header, the precompiled header
-    out), first reading pch, a prelude's (text, precompiled file); on failure keep the
-    source and say where."""
+             headers: dict[str, str], out: Path) -> None:
+    """Compile source into the shared object out; on failure keep the source and say
+    where."""
     build_dir = Path(tempfile.mkdtemp(prefix=f"pullback-{module_name}-"))
     for name, text in headers.items():
         (build_dir / name).write_text(text)
-    source_path = build_dir / f"{module_name}.{'h' if header else 'c'}"
+    source_path = build_dir / f"{module_name}.c"
     source_path.write_text(source)
-    first = ["-x", "c-header"] if header else []
-    if pch is not None:  # found as <prelude>.h.gch beside <prelude>.h
-        (build_dir / f"{PRELUDE}.h").write_text(pch[0])
-        os.symlink(pch[1], build_dir / f"{PRELUDE}.h.gch")
-        first = ["-include", f"{PRELUDE}.h"]
-    argv = [*command, *first, source_path.name, "-o", str(out), *ldflags]
+    argv = [*command, source_path.name, "-o", str(out), *ldflags]
     proc = _run(argv, build_dir)
     if proc.returncode != 0:
         raise BuildError(_failure_message(argv, proc, source_path),

@@ -244,7 +244,7 @@ class _C(ExprPrinter):
             ptrs = ", ".join(e(p) for p, _, _ in s.buffers) or "NULL"
             sizes = ", ".join(f"{n} * sizeof({ct})" for _, n, ct in s.buffers) or "0"
             self.line(f"{{ const void *pd[] = {{{ptrs}}}; const size_t ps[] = {{{sizes}}};")
-            self.line(f"  if (ctx->print({s.k}, {len(s.buffers)}, pd, ps)) "
+            self.line(f"  if (ctx->print(ctx->owner, {s.k}, {len(s.buffers)}, pd, ps)) "
                       "{ ctx->exc = \"RuntimeError\"; goto fail; } }")
         else:
             raise TypeError(f"no C for {type(s).__name__}")

@@ -1,7 +1,8 @@
-/* pullback's glue library: what every compiled module does alike between Python and its
- * C (reading NumPy arguments, making results, the memory of big results), built once
- * per compiler, flags, Python and NumPy, and linked by each module, which so compiles
- * only its own code.  pb_glue_init must run (in the module's init) before the rest. */
+/* pullback's glue library: the Python side of every compiled module's calls (reading
+ * NumPy arguments, making results, raising faults, the memory of big results), built
+ * once per compiler, flags, Python and NumPy, and linked by each module, which so
+ * compiles only its own code and the description of its entry (pb_entry, runtime.h):
+ * no Python or NumPy header is parsed per module. */
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -9,6 +10,10 @@
 #define NPY_TARGET_VERSION NPY_1_22_API_VERSION /* PyDataMem_SetHandler */
 #include <numpy/arrayobject.h>
 #include <stdint.h>
+
+#include "runtime.h"
+
+_Static_assert(sizeof(npy_intp) == sizeof(int64_t), "NumPy's sizes are 64-bit");
 
 /* Memory of big result arrays, kept when NumPy frees it and handed to the next call's
    results of that size: writing a fresh mapping faults its pages in, which the kernel
@@ -67,10 +72,10 @@ static void pb_kept_free(void *ctx, void *p, size_t n) {
 static PyDataMem_Handler pb_kept_handler = {
     "pullback_kept", 1,
     {NULL, pb_kept_malloc, pb_kept_calloc, pb_kept_realloc, pb_kept_free}};
-PyObject *pb_kept_capsule = NULL;
+static PyObject *pb_kept_capsule = NULL;
 
 /* NumPy's C API for this library, and the handler's capsule (once per process). */
-int pb_glue_init(void) {
+static int pb_glue_init(void) {
     if (PyArray_API == NULL && _import_array() < 0) return -1;
     if (pb_kept_capsule == NULL)
         pb_kept_capsule = PyCapsule_New(&pb_kept_handler, "mem_handler", NULL);
@@ -79,7 +84,7 @@ int pb_glue_init(void) {
 
 /* An argument's data when it is an aligned, native-order C-contiguous array of exactly
    this type and shape, else NULL. */
-void *pb_array_in(PyObject *o, int type, int nd, const npy_intp *dims) {
+static void *pb_array_in(PyObject *o, int type, int nd, const int64_t *dims) {
     if (!PyArray_Check(o)) return NULL;
     PyArrayObject *a = (PyArrayObject *)o;
     if (PyArray_TYPE(a) != type || PyArray_NDIM(a) != nd || !PyArray_ISCARRAY_RO(a) ||
@@ -90,7 +95,7 @@ void *pb_array_in(PyObject *o, int type, int nd, const npy_intp *dims) {
 }
 
 /* A 0-d argument's value into v when it is a NumPy scalar of exactly this type. */
-int pb_scalar_in(PyObject *o, int type, void *v) {
+static int pb_scalar_in(PyObject *o, int type, void *v) {
     PyArray_Descr *descr = PyArray_DescrFromType(type);
     int ok = (PyObject *)Py_TYPE(o) == (PyObject *)descr->typeobj;
     Py_DECREF(descr);
@@ -99,7 +104,7 @@ int pb_scalar_in(PyObject *o, int type, void *v) {
 }
 
 /* A 0-d result as the form asks: a 0-d array, a NumPy scalar or a Python scalar. */
-PyObject *pb_scalar_out(const void *v, int type, unsigned char code) {
+static PyObject *pb_scalar_out(const void *v, int type, unsigned char code) {
     if (code == 2) {
         switch (type) {
         case NPY_BOOL: return PyBool_FromLong(*(const uint8_t *)v);
@@ -121,7 +126,7 @@ PyObject *pb_scalar_out(const void *v, int type, unsigned char code) {
 }
 
 /* The results as the form asks: a list, the only one, or a tuple (steals them). */
-PyObject *pb_results(PyObject **r, int n, unsigned char shape) {
+static PyObject *pb_results(PyObject **r, int n, unsigned char shape) {
     if (shape == 1) return r[0];
     PyObject *out = shape == 2 ? PyTuple_New(n) : PyList_New(n);
     for (int k = 0; k < n; k++) {
@@ -129,4 +134,162 @@ PyObject *pb_results(PyObject **r, int n, unsigned char shape) {
         else PyList_SET_ITEM(out, k, r[k]);
     }
     return out;
+}
+
+
+/* -- the modules ---------------------------------------------------------------------- */
+
+/* NumPy's type numbers of PB_BOOL ... PB_FLOAT64 (which differ between platforms). */
+static const int pb_npy[] = {NPY_BOOL, NPY_INT32, NPY_INT64, NPY_FLOAT32, NPY_FLOAT64};
+
+/* How an argument comes in the call's form (pullback/backends/c/__init__.py). */
+enum { PB_FORM_ARRAY, PB_FORM_SCALAR, PB_FORM_FLOAT };
+
+typedef union { uint8_t b; int32_t i32; int64_t i64; float f32; double f64; } pb_value;
+
+/* A module's state: its entry and the Python hooks that print and build exceptions. */
+typedef struct {
+    const pb_entry *entry;
+    PyObject *printer, *faulter;
+} pb_state;
+
+/* debug_print: the operands' bytes to the module's printer, holding the GIL. */
+static int pb_print(void *owner, int k, int n, const void **data, const size_t *bytes) {
+    PyGILState_STATE gil = PyGILState_Ensure();
+    PyObject *values = PyTuple_New(n);
+    for (int j = 0; j < n; j++)
+        PyTuple_SET_ITEM(values, j, PyBytes_FromStringAndSize(data[j], bytes[j]));
+    PyObject *r = PyObject_CallFunction(((pb_state *)owner)->printer, "iN", k, values);
+    int failed = r == NULL;
+    if (failed) PyErr_Clear();
+    Py_XDECREF(r);
+    PyGILState_Release(gil);
+    return failed;
+}
+
+static PyObject *pb_set_hooks(PyObject *self, PyObject *args) {
+    pb_state *st = (pb_state *)PyModule_GetState(self);
+    PyObject *printer, *faulter;
+    if (!PyArg_ParseTuple(args, "OO", &printer, &faulter)) return NULL;
+    Py_INCREF(printer);
+    Py_XSETREF(st->printer, printer);
+    Py_INCREF(faulter);
+    Py_XSETREF(st->faulter, faulter);
+    Py_RETURN_NONE;
+}
+
+/* Raise the fault the context records, as the exception the module's hook builds. */
+static void pb_raise(const pb_state *st, const pb_ctx *ctx) {
+    PyObject *fv = PyTuple_New(ctx->n_values), *iv = PyTuple_New(ctx->n_values);
+    for (int j = 0; j < ctx->n_values; j++) {
+        PyTuple_SET_ITEM(fv, j, PyFloat_FromDouble(ctx->fvalues[j]));
+        PyTuple_SET_ITEM(iv, j, PyLong_FromLongLong(ctx->ivalues[j]));
+    }
+    PyObject *e = PyObject_CallFunction(st->faulter, "ssiNN", ctx->exc ? ctx->exc : "",
+                                        ctx->msg, ctx->check_id, fv, iv);
+    if (e != NULL) {
+        PyErr_SetObject((PyObject *)Py_TYPE(e), e);
+        Py_DECREF(e);
+    }
+}
+
+/* call(args, form): the arguments in args at the places form gives, read in place; the
+ * results allocated here and written by the module's code; NotImplemented when an
+ * argument is not of the compiled type and shape (the caller converts and retries). */
+static PyObject *pb_call(PyObject *self, PyObject *const *argv, Py_ssize_t argc) {
+    const pb_state *st = (const pb_state *)PyModule_GetState(self);
+    const pb_entry *e = st->entry;
+    const int n_in = e->n_in, n_out = e->n_out;
+    if (argc != 2 || !PyTuple_Check(argv[0]) || !PyBytes_Check(argv[1]) ||
+        PyBytes_GET_SIZE(argv[1]) != 1 + 3 * n_in + n_out) {
+        PyErr_SetString(PyExc_TypeError, "call(args: tuple, form: bytes)");
+        return NULL;
+    }
+    const unsigned char *form = (const unsigned char *)PyBytes_AS_STRING(argv[1]);
+    if (PyTuple_GET_SIZE(argv[0]) != n_in) Py_RETURN_NOTIMPLEMENTED;
+    void *in[n_in + 1], *out[n_out + 1];
+    pb_value v[n_in + n_out + 1];
+    PyObject *r[n_out + 1];
+    for (int k = 0; k < n_in; k++) {
+        const pb_param *p = &e->params[k];
+        Py_ssize_t at = form[2 + 3 * k] | form[3 + 3 * k] << 8;
+        if (at >= n_in) {
+            PyErr_SetString(PyExc_ValueError, "call: a place beyond the arguments");
+            return NULL;
+        }
+        PyObject *o = PyTuple_GET_ITEM(argv[0], at);
+        const int type = pb_npy[p->type];
+        void *a = pb_array_in(o, type, p->nd, p->dims);
+        if (p->nd == 0) {
+            const unsigned char how = form[1 + 3 * k];
+            if (how == PB_FORM_SCALAR && pb_scalar_in(o, type, &v[k])) a = &v[k];
+            if (how == PB_FORM_FLOAT && p->type == PB_FLOAT64 && PyFloat_CheckExact(o)) {
+                v[k].f64 = PyFloat_AS_DOUBLE(o);
+                a = &v[k];
+            }
+        }
+        if (!a) Py_RETURN_NOTIMPLEMENTED;
+        in[k] = a;
+    }
+    PyObject *handler = e->big ? PyDataMem_SetHandler(pb_kept_capsule) : NULL;
+    int made = 1;
+    for (int k = 0; k < n_out; k++) {
+        const pb_param *p = &e->params[n_in + k];
+        r[k] = NULL;
+        if (p->nd == 0) {
+            v[n_in + k].i64 = 0;
+            out[k] = &v[n_in + k];
+            continue;
+        }
+        /* int64_t and npy_intp: one size (the glue builds with -fno-strict-aliasing) */
+        r[k] = PyArray_SimpleNew(p->nd, (const npy_intp *)p->dims, pb_npy[p->type]);
+        if (!r[k]) made = 0;
+        else out[k] = PyArray_DATA((PyArrayObject *)r[k]);
+    }
+    if (e->big) {
+        Py_XDECREF(PyDataMem_SetHandler(handler));
+        Py_XDECREF(handler);
+    }
+    if (!made) goto error;
+    pb_ctx ctx;
+    ctx.print = pb_print;
+    ctx.owner = (void *)st;
+    int status;
+    Py_BEGIN_ALLOW_THREADS
+    status = e->run(&ctx, in, out);
+    Py_END_ALLOW_THREADS
+    if (status) {
+        pb_raise(st, &ctx);
+        goto error;
+    }
+    for (int k = 0; k < n_out; k++) {
+        const pb_param *p = &e->params[n_in + k];
+        if (p->nd == 0 && !(r[k] = pb_scalar_out(&v[n_in + k], pb_npy[p->type],
+                                                 form[1 + 3 * n_in + k])))
+            goto error;
+    }
+    return pb_results(r, n_out, form[0]);
+error:
+    for (int k = 0; k < n_out; k++) Py_XDECREF(r[k]);
+    return NULL;
+}
+
+static PyMethodDef pb_methods[] = {
+    {"call", (PyCFunction)(void (*)(void))pb_call, METH_FASTCALL,
+     "call(args, form): the results, or NotImplemented for other argument types"},
+    {"set_hooks", pb_set_hooks, METH_VARARGS,
+     "set_hooks(printer(k, operand bytes), faulter(exc, msg, check, floats, ints))"},
+    {NULL, NULL, 0, NULL}};
+
+void *pb_module_new(const char *name, const pb_entry *entry) {
+    if (pb_glue_init()) return NULL;
+    /* a module's definition lives as long as the process (modules are never unloaded) */
+    PyModuleDef *def = (PyModuleDef *)PyMem_Calloc(1, sizeof *def);
+    if (!def) return PyErr_NoMemory();
+    const PyModuleDef made = {PyModuleDef_HEAD_INIT, name, NULL, sizeof(pb_state), pb_methods,
+                              NULL, NULL, NULL, NULL};
+    memcpy(def, &made, sizeof made);
+    PyObject *m = PyModule_Create(def);
+    if (m) ((pb_state *)PyModule_GetState(m))->entry = entry;
+    return m;
 }

@@ -17,6 +17,9 @@
 #ifndef PULLBACK_RUNTIME_H
 #define PULLBACK_RUNTIME_H
 
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L /* posix_memalign */
+#endif
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -102,8 +105,10 @@ typedef struct pb_ctx {
     int n_values;
     double fvalues[PB_MAX_CHECK_VALUES];
     int64_t ivalues[PB_MAX_CHECK_VALUES];
-    /* debug_print k: hand its operands' bytes to the caller (nonzero: it failed) */
-    int (*print)(int k, int n, const void **data, const size_t *bytes);
+    /* debug_print k: hand its operands' bytes to the caller's owner (nonzero: it
+     * failed); the caller sets both before the call */
+    int (*print)(void *owner, int k, int n, const void **data, const size_t *bytes);
+    void *owner;
 } pb_ctx;
 
 /* Under AddressSanitizer a pooled buffer is poisoned, and so is the arena slot of a
@@ -195,7 +200,8 @@ static void pb_pool_destroy(pb_pool *pool) {
     free(pool);
 }
 
-/* A call's context, with the module's pool if no other call holds it (else a new one). */
+/* A call's context, with the module's pool if no other call holds it (else a new one);
+ * its print hook is the caller's. */
 static void pb_ctx_init(pb_ctx *ctx) {
     ctx->live.prev = ctx->live.next = &ctx->live;
     ctx->pool = __atomic_exchange_n(&pb_pool_cache, NULL, __ATOMIC_ACQ_REL);
@@ -204,7 +210,6 @@ static void pb_ctx_init(pb_ctx *ctx) {
     ctx->msg[0] = 0;
     ctx->check_id = -1;
     ctx->n_values = 0;
-    ctx->print = NULL;
 }
 
 static int pb_fail(pb_ctx *ctx, const char *exc, const char *msg) {
@@ -607,5 +612,28 @@ static int pb_packed_gemm(void) {
     return 0;
 #endif
 }
+
+/* -- the module's entry ---------------------------------------------------------- */
+
+/* A compiled module holds only its own code and this description of its entry; the
+ * glue library (glue.c) does the Python side of every call: it checks and reads the
+ * arguments, allocates the results, and calls `run`, which computes them. */
+enum { PB_BOOL, PB_INT32, PB_INT64, PB_FLOAT32, PB_FLOAT64 };
+
+typedef struct {
+    int type;             /* PB_BOOL ... PB_FLOAT64 */
+    int nd;
+    const int64_t *dims;  /* NULL for a 0-d value, passed by value to the function */
+} pb_param;
+
+typedef struct {
+    int n_in, n_out;
+    int big;                  /* a result big enough for memory NumPy freed (PB_BIG) */
+    const pb_param *params;   /* the arguments, then the results */
+    int (*run)(pb_ctx *ctx, void *const *in, void *const *out);
+} pb_entry;
+
+/* The module object (a PyObject *) with the methods call and set_hooks. */
+void *pb_module_new(const char *name, const pb_entry *entry);
 
 #endif

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import pullback as pb
 from pullback.backends.c import build, cache
 
 from .build_child import HEADERS, add_source, module_source
@@ -252,55 +253,16 @@ def test_a_library_is_built_once_and_linked_by_each_module(cache_dir):
     assert third.f(-1.0) == -2.0 and so.stat().st_size > 100
 
 
-def _logging_compiler(tmp_path: Path, refuse: str = "") -> tuple[Path, Path]:
-    """A compiler wrapper that logs its arguments (and fails when given `refuse`)."""
-    log = tmp_path / "cc.log"
-    wrapper = tmp_path / "cc-logging"
-    check = f'case " $* " in *" {refuse} "*) exit 1;; esac\n' if refuse else ""
-    wrapper.write_text(f'#!/bin/sh\necho "$@" >> {log}\n{check}'
-                       f'exec {build.compiler_info()[0]} "$@"\n')
-    wrapper.chmod(0o755)
-    return wrapper, log
-
-
-def _built_with_prelude(name: str):
-    """Build add_source(name) declaring its includes a prelude, after any prelude being
-    precompiled in the background is done."""
-    source = add_source(name)
-    prelude = source[:source.index("\n", source.index('"offset.h"')) + 1]
-    build.settle()
-    return build.build_module(source, name, headers=HEADERS, prelude=prelude)
-
-
-def _commands(log: Path, name: str) -> list[list[str]]:
-    return [line.split() for line in log.read_text().splitlines() if f"{name}.c" in line]
+def _scale(x, a):
+    return x * a
 
 
 @needs_cc
-def test_a_prelude_is_precompiled_once_and_read_by_later_builds(cache_dir, tmp_path,
-                                                                 monkeypatch):
-    wrapper, log = _logging_compiler(tmp_path)
-    monkeypatch.setenv("PULLBACK_CC", str(wrapper))
-    first = _built_with_prelude("pb_t_pre1")  # starts precompiling the prelude
-    assert add(first, 1.5, 2.0) == 3.5
-    assert "-include" not in _commands(log, "pb_t_pre1")[0]
-    second = _built_with_prelude("pb_t_pre2")
-    assert add(second, 1.5, 2.0) == 3.5
-    (gch,) = cache_dir.glob(f"{build.PRELUDE}-*.h.gch")
-    assert gch.stat().st_size > 0
-    (command,) = _commands(log, "pb_t_pre2")
-    assert command[command.index("-include") + 1] == f"{build.PRELUDE}.h"
-    assert len([line for line in log.read_text().splitlines() if "c-header" in line]) == 1
-
-
-@needs_cc
-def test_a_prelude_the_compiler_cannot_read_is_left_out(cache_dir, tmp_path, monkeypatch):
-    wrapper, log = _logging_compiler(tmp_path, refuse="-include")
-    monkeypatch.setenv("PULLBACK_CC", str(wrapper))
-    _built_with_prelude("pb_t_pre3")
-    module = _built_with_prelude("pb_t_pre4")  # tries the prelude, then builds without
-    assert add(module, 1.5, 2.0) == 3.5
-    tried, built = _commands(log, "pb_t_pre4")
-    assert "-include" in tried and "-include" not in built
-    assert add(_built_with_prelude("pb_t_pre5"), 1.0, 1.0) == 2.0
-    assert ["-include" in c for c in _commands(log, "pb_t_pre5")] == [False]
+def test_a_generated_module_includes_no_python_or_numpy_header(cache_dir):
+    """The glue library is every module's Python side: a module compiles its own code
+    and the description of its entry, not Python's and NumPy's headers."""
+    lowered = pb.jit(_scale, backend="c").lower(np.ones(3), 2.0)
+    assert re.findall(r'#include [<"](.+?)[>"]', lowered.source) == \
+        ["runtime.h", "cblas.h", "omp.h"]
+    assert "pb_entry" in lowered.source and "PyObject" not in lowered.source
+    assert pb.jit(_scale, backend="c")(np.arange(3.0), 2.0).tolist() == [0.0, 2.0, 4.0]
