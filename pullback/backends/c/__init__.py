@@ -80,11 +80,9 @@ def _entry(func: Func, name: str, notes: str) -> str:
     args += [f"({ctype(t.dtype)} *)out[{k}]" for k, t in enumerate(outs)]
     lines = [f"/* what faults and prints say: {notes} */",
              "static int pb_run(pb_ctx *ctx, void *const *in, void *const *out) {",
-             "    pb_ctx_init(ctx);",
-             f"    int status = pbf_0(ctx{''.join(', ' + a for a in args)});",
-             "    pb_free_all(ctx);",
-             "    return status;",
-             "}"]
+             f"    return pbf_0(ctx{''.join(', ' + a for a in args)});",
+             "}",
+             "static pb_pool *pb_kept;"]
     params = []
     for k, t in enumerate([*ins, *outs]):
         dims = "NULL"
@@ -96,7 +94,7 @@ def _entry(func: Func, name: str, notes: str) -> str:
     lines += [
         f"static const pb_param pb_params[] = {{{', '.join(params) or '{0, 0, NULL}'}}};",
         f"static const pb_entry pb_this = {{{len(ins)}, {len(outs)}, {int(big)}, pb_params, "
-        "pb_run};",
+        "pb_run, &pb_kept};",
         "",
         f"void *PyInit_{name}(void) {{  /* the module object */",
         '    const char *threads = getenv("PULLBACK_NUM_THREADS");',

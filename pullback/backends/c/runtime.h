@@ -3,11 +3,13 @@
  * - pb_ctx: the state of one call: the error (a Python exception name and message, or
  *   the id of the failed `check` and its operands) and every live allocation, so that an
  *   error anywhere frees everything.
- * - pb_alloc/pb_free: 64-byte aligned buffers linked into the context.  A freed buffer
- *   goes to a pool, binned by exact size, that the next allocation of that size takes
- *   back: a loop's iterations after the first call no malloc.  The pool outlives the call
- *   (one per compiled module, taken by one call at a time), so repeated calls neither
- *   malloc nor page-fault their buffers; it keeps at most PB_POOL_KEEP bytes.
+ * - pb_alloc/pb_free: 64-byte aligned buffers linked into the context (defined, with
+ *   the tape's growth, in the glue library glue.c: modules do not compile them).  A
+ *   freed buffer goes to a pool, binned by exact size, that the next allocation of that
+ *   size takes back: a loop's iterations after the first call no malloc.  The pool
+ *   outlives the call (one per compiled module, taken by one call at a time), so
+ *   repeated calls neither malloc nor page-fault their buffers; it keeps at most
+ *   PB_POOL_KEEP bytes.
  * - pb_tape: the run-time stack of reverse-mode AD: bytes pushed and popped, in a chain
  *   of chunks (growing adds a chunk, nothing is copied; pool-sized chunks are reused
  *   by the next call without page faults).
@@ -135,121 +137,15 @@ void __asan_unpoison_memory_region(void const volatile *addr, size_t size);
 #define PB_DEAD(p, n) ((void)0)
 #endif
 
-/* The pool the module's last call left, taken by one call at a time. */
-static pb_pool *pb_pool_cache = NULL;
-
-/* The bin of `bytes` or where it would go. */
-static size_t pb_bin_at(const pb_pool *pool, size_t bytes) {
-    size_t lo = 0, hi = pool->n;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (pool->bins[mid].bytes < bytes) lo = mid + 1; else hi = mid;
-    }
-    return lo;
-}
-
-/* Keep `b` for reuse; 0 when the pool is full or out of memory (the caller frees it). */
-static int pb_pool_put(pb_pool *pool, pb_block *b) {
-    int tape = b->bytes == PB_TAPE_BLOCK;
-    if (!pool || (tape ? pool->tape_held + b->bytes > PB_TAPE_KEEP
-                       : pool->held - pool->tape_held + b->bytes > PB_POOL_KEEP))
-        return 0;
-    size_t k = pb_bin_at(pool, b->bytes);
-    if (k == pool->n || pool->bins[k].bytes != b->bytes) {
-        if (pool->n == pool->cap) {
-            size_t cap = pool->cap ? 2 * pool->cap : 16;
-            pb_bin *bins = (pb_bin *)realloc(pool->bins, cap * sizeof *bins);
-            if (!bins) return 0;
-            pool->bins = bins;
-            pool->cap = cap;
-        }
-        memmove(pool->bins + k + 1, pool->bins + k, (pool->n - k) * sizeof *pool->bins);
-        pool->bins[k].bytes = b->bytes;
-        pool->bins[k].head = NULL;
-        pool->n++;
-    }
-    b->next = pool->bins[k].head;
-    pool->bins[k].head = b;
-    pool->held += b->bytes;
-    if (tape) pool->tape_held += b->bytes;
-    PB_POISON(b);
-    return 1;
-}
-
-static pb_block *pb_pool_take(pb_pool *pool, size_t bytes) {
-    if (!pool) return NULL;
-    size_t k = pb_bin_at(pool, bytes);
-    if (k == pool->n || pool->bins[k].bytes != bytes || !pool->bins[k].head) return NULL;
-    pb_block *b = pool->bins[k].head;
-    PB_UNPOISON(b);
-    pool->bins[k].head = b->next;
-    pool->held -= bytes;
-    if (bytes == PB_TAPE_BLOCK) pool->tape_held -= bytes;
-    return b;
-}
-
-static void pb_pool_destroy(pb_pool *pool) {
-    for (size_t k = 0; k < pool->n; k++) {
-        for (pb_block *b = pool->bins[k].head, *next; b; b = next) {
-            PB_UNPOISON(b);
-            next = b->next;
-            free(b);
-        }
-    }
-    free(pool->bins);
-    free(pool);
-}
-
-/* A call's context, with the module's pool if no other call holds it (else a new one);
- * its print hook is the caller's. */
-static void pb_ctx_init(pb_ctx *ctx) {
-    ctx->live.prev = ctx->live.next = &ctx->live;
-    ctx->pool = __atomic_exchange_n(&pb_pool_cache, NULL, __ATOMIC_ACQ_REL);
-    if (!ctx->pool) ctx->pool = (pb_pool *)calloc(1, sizeof(pb_pool));
-    ctx->exc = NULL;
-    ctx->msg[0] = 0;
-    ctx->check_id = -1;
-    ctx->n_values = 0;
-}
+/* The memory of a call (the glue library's, glue.c): 64-byte aligned buffers that an
+ * error anywhere frees with the rest. */
+void *pb_alloc(pb_ctx *ctx, size_t bytes);
+void pb_free(pb_ctx *ctx, void *p);
 
 static int pb_fail(pb_ctx *ctx, const char *exc, const char *msg) {
     ctx->exc = exc;
     snprintf(ctx->msg, sizeof ctx->msg, "%s", msg);
     return 1;
-}
-
-static void *pb_alloc(pb_ctx *ctx, size_t bytes) {
-    pb_block *b = pb_pool_take(ctx->pool, bytes);
-    if (!b) {
-        if (posix_memalign((void **)&b, 64, sizeof(pb_block) + (bytes ? bytes : 1)) != 0)
-            return NULL;
-        b->bytes = bytes;
-    }
-    b->next = ctx->live.next;
-    b->prev = &ctx->live;
-    ctx->live.next->prev = b;
-    ctx->live.next = b;
-    return (void *)(b + 1);
-}
-
-/* Back to the pool (or to the system when the pool is full). */
-static void pb_free(pb_ctx *ctx, void *p) {
-    if (!p) return;
-    pb_block *b = (pb_block *)p - 1;
-    b->prev->next = b->next;
-    b->next->prev = b->prev;
-    if (!pb_pool_put(ctx->pool, b)) free(b);
-}
-
-/* The end of a call: every live buffer goes to the pool, which the module keeps for its
- * next call (unless another call returned its pool first). */
-static void pb_free_all(pb_ctx *ctx) {
-    while (ctx->live.next != &ctx->live) pb_free(ctx, (void *)(ctx->live.next + 1));
-    pb_pool *none = NULL;
-    if (ctx->pool && !__atomic_compare_exchange_n(&pb_pool_cache, &none, ctx->pool, 0,
-                                                  __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
-        pb_pool_destroy(ctx->pool);
-    ctx->pool = NULL;
 }
 
 static void *pb_copy(pb_ctx *ctx, const void *src, size_t bytes) {
@@ -260,54 +156,11 @@ static void *pb_copy(pb_ctx *ctx, const void *src, size_t bytes) {
 
 /* -- the tape ------------------------------------------------------------------------ */
 
-static pb_tape *pb_tape_new(pb_ctx *ctx) {
-    pb_tape *t = (pb_tape *)pb_alloc(ctx, sizeof(pb_tape));
-    if (!t) return NULL;
-    t->data = NULL;
-    t->size = t->cap = 0;
-    t->chunk = t->spare = NULL;
-    return t;
-}
-
-/* A new chunk (the spare one if it is large enough), out of line so that a push
- * inlines to a compare, a store and an add. */
-__attribute__((noinline, cold))
-static int pb_tape_grow(pb_ctx *ctx, pb_tape *t, size_t bytes) {
-    pb_chunk *c = t->spare;
-    if (c && c->cap >= bytes) {
-        t->spare = NULL;
-    } else {
-        size_t cap = t->chunk ? 2 * t->chunk->cap : 4096 - sizeof(pb_chunk);
-        if (cap > PB_TAPE_CHUNK) cap = PB_TAPE_CHUNK;
-        if (cap < bytes) cap = bytes;
-        c = (pb_chunk *)pb_alloc(ctx, sizeof(pb_chunk) + cap);
-        if (!c) return pb_fail(ctx, "MemoryError", "out of memory growing the AD tape");
-        c->cap = cap;
-    }
-    c->prev = t->chunk;
-    c->prev_size = t->size;
-    t->chunk = c;
-    t->data = (char *)(c + 1);
-    t->size = 0;
-    t->cap = c->cap;
-    return 0;
-}
-
-/* Back to the chunk before (the current one becomes the spare), or the error of a pop
- * from an empty stack. */
-__attribute__((noinline, cold))
-static int pb_tape_shrink(pb_ctx *ctx, pb_tape *t, size_t bytes) {
-    pb_chunk *c = t->chunk;
-    if (t->size != 0 || !c || !c->prev || c->prev_size < bytes)
-        return pb_fail(ctx, "IndexError", "pop from an empty stack");
-    if (t->spare) pb_free(ctx, t->spare);
-    t->spare = c;
-    t->chunk = c->prev;
-    t->data = (char *)(t->chunk + 1);
-    t->size = c->prev_size;
-    t->cap = t->chunk->cap;
-    return 0;
-}
+/* A new tape, and a push's new chunk or a pop's return to the chunk before (out of
+ * line, in the glue library: a push inlines to a compare, a store and an add). */
+pb_tape *pb_tape_new(pb_ctx *ctx);
+int pb_tape_grow(pb_ctx *ctx, pb_tape *t, size_t bytes);
+int pb_tape_shrink(pb_ctx *ctx, pb_tape *t, size_t bytes);
 
 __attribute__((always_inline))
 static inline int pb_tape_push(pb_ctx *ctx, pb_tape *t, const void *src, size_t bytes) {
@@ -617,7 +470,8 @@ static int pb_packed_gemm(void) {
 
 /* A compiled module holds only its own code and this description of its entry; the
  * glue library (glue.c) does the Python side of every call: it checks and reads the
- * arguments, allocates the results, and calls `run`, which computes them. */
+ * arguments, allocates the results, makes the call's context and calls `run`, which
+ * computes them. */
 enum { PB_BOOL, PB_INT32, PB_INT64, PB_FLOAT32, PB_FLOAT64 };
 
 typedef struct {
@@ -631,6 +485,7 @@ typedef struct {
     int big;                  /* a result big enough for memory NumPy freed (PB_BIG) */
     const pb_param *params;   /* the arguments, then the results */
     int (*run)(pb_ctx *ctx, void *const *in, void *const *out);
+    pb_pool **pool;           /* the buffers the module's last call left, for the next */
 } pb_entry;
 
 /* The module object (a PyObject *) with the methods call and set_hooks. */
