@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,11 +34,17 @@ from .loop_ir import LoopModule, Unsupported, ctype
 from .loop_print import format_module
 from .lower import lower_module
 
-RUNTIME = (Path(__file__).parent / "runtime.h").read_text()
-#: The runtime libraries modules link: what every module does alike between Python and
-#: C, and routines too large to compile into each (products).
-GLUE = (Path(__file__).parent / "glue.c").read_text()
-KERNELS = (Path(__file__).parent / "kernels.c").read_text()
+_HERE = Path(__file__).parent
+#: The headers of modules and runtime libraries.
+HEADERS = {name: (_HERE / name).read_text() for name in ("runtime.h", "kernels.h")}
+#: The runtime libraries modules link, and what a module calls that needs each: the
+#: Python side of every call and the memory of calls (glue), and routines too large to
+#: compile into each module: small products (kernels) and large ones (packed).  A
+#: machine's first module builds those it needs at once, beside its own compile.
+LIBRARIES = {name: ((_HERE / file).read_text(), re.compile(calls))
+             for name, file, calls in (("pbglue", "glue.c", ""),
+                                       ("pbkernels", "kernels.c", r"\bpb_gemm_(?:float|int)"),
+                                       ("pbpacked", "packed.c", r"\bpb_gemm_packed_"))}
 choose_threading()
 
 __all__ = ["Compiled", "NoCompilerError", "Unsupported", "compile_func", "source_of",
@@ -209,8 +216,7 @@ def compile_func(func: Func) -> Compiled:
         print(src.loops)
     if "c" in dump:
         print(src.text)
-    # only modules with products need the kernels (their one-time build takes a second)
-    libraries = {"pbglue": GLUE, **({"pbkernels": KERNELS} if "pb_gemm_" in src.text else {})}
-    built = build_module(src.text, src.name, headers={"runtime.h": RUNTIME},
-                         libraries=libraries)
+    libraries = {name: text for name, (text, calls) in LIBRARIES.items()
+                 if calls.search(src.text)}
+    built = build_module(src.text, src.name, headers=HEADERS, libraries=libraries)
     return Compiled(func, built, src.checks, src.prints, src.text)

@@ -30,14 +30,18 @@ import subprocess
 import sysconfig
 import tempfile
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 import numpy
 
 from ...errors import CompileError
 from . import cache
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
 
 BLAS_PREFIX = "scipy_"
 BLAS_HEADER = "cblas.h"
@@ -106,7 +110,10 @@ def build_module(source: str, module_name: str, *,
                  libraries: Mapping[str, str] | None = None) -> ModuleType:
     """Compile source (which defines PyInit_<module_name>) and import it, or take it from
     the cache; headers (file name -> text) are written beside the source and beside the
-    libraries' (name -> C source): shared libraries the module links, each built once."""
+    libraries' (name -> C source): shared libraries the module links, each built once.
+    Libraries not yet in the cache build on threads of their own while the module
+    compiles (the first module with products on a machine waits for the longest build,
+    not for all of them in turn)."""
     headers = dict(headers or {})
     _check_names(module_name, headers)
     found = _compiler()
@@ -117,25 +124,33 @@ def build_module(source: str, module_name: str, *,
     cflags = _cflags()
     linked = [_library(argv, version, tuple(cflags), name, text, headers)
               for name, text in sorted((libraries or {}).items())]
-    ldflags = [*(str(p) for p in linked), *(f"-Wl,-rpath,{p.parent}" for p in linked[:1]),
-               *_ldflags()]
+    paths = [cache.path(key, file) for key, file, _ in linked]
+    ldflags = [*map(str, paths), *(f"-Wl,-rpath,{p.parent}" for p in paths[:1]), *_ldflags()]
     key = cache.key(source, sorted(headers.items()), argv, version, cflags, ldflags,
                     module_name, numpy.__version__, sysconfig.get_config_var("EXT_SUFFIX"),
                     _cpu_id())
+    missing = [entry for entry in linked if cache.existing(*entry[:2]) is None]
+    if missing:
+        _probed(argv, version, tuple(cflags))  # once, before the threads that read it
+    with _building(missing) as pending:
 
-    def build(out: Path) -> None:
-        accepted, vector = _probed(argv, version, tuple(cflags))
-        command = [*argv, *accepted, *(["-DPB_MVEC"] if vector else [])]
-        link = [*ldflags, *(["-lmvec", "-lm"] if vector else [])]
-        _compile(command, link, source, module_name, headers, out)
+        def build(out: Path) -> None:
+            accepted, vector = _probed(argv, version, tuple(cflags))
+            command = [*argv, *accepted, *(["-DPB_MVEC"] if vector else [])]
+            link = [*ldflags, *(["-lmvec", "-lm"] if vector else [])]
+            _compile(command, link, source, module_name, headers, out, pending)
 
-    return cache.load(key, module_name, build)
+        if pending and cache.existing(key, f"{module_name}.so") is not None:
+            _finish(pending)  # a module found in the cache loads its libraries at once
+        return cache.load(key, module_name, build)
 
 
 def _library(argv: tuple[str, ...], version: str, cflags: tuple[str, ...], name: str,
-             source: str, headers: dict[str, str]) -> Path:
-    """The shared library ``lib<name>`` built from source and cached (its file name, with
-    the key, is also its soname: the modules linking it find it through an rpath)."""
+             source: str, headers: dict[str, str]
+             ) -> tuple[str, str, Callable[[Path], None]]:
+    """The cache key, file name and build of the shared library ``lib<name>`` (its file
+    name, with the key, is also its soname: the modules linking it find it through an
+    rpath)."""
     key = cache.key("library", name, source, sorted(headers.items()), argv, version, cflags,
                     numpy.__version__, sysconfig.get_config_var("EXT_SUFFIX"), _cpu_id())
     soname = f"lib{name}-{key}.so"
@@ -148,7 +163,27 @@ def _library(argv: tuple[str, ...], version: str, cflags: tuple[str, ...], name:
         _compile([*argv, *accepted, "-ffp-contract=fast", install], python, source,
                  f"lib{name}", headers, out)
 
-    return cache.entry(key, f"lib{name}.so", build)
+    return key, f"lib{name}.so", build
+
+
+@contextlib.contextmanager
+def _building(entries: list[tuple[str, str, Callable[[Path], None]]]
+              ) -> Iterator[list[Future[Path]]]:
+    """The cache entries built, each on a thread of its own (a compiler process), while
+    the body runs; on the way out every build has ended."""
+    if not entries:
+        yield []
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(len(entries), thread_name_prefix="pullback-library") as pool:
+        yield [pool.submit(cache.entry, *entry) for entry in entries]
+
+
+def _finish(pending: Sequence[Future[Path]]) -> None:
+    """Wait for the builds, raising the first one's error."""
+    for job in pending:
+        job.result()
 
 
 def _no_compiler_message() -> str:
@@ -234,21 +269,29 @@ def _has_vector_math(argv: tuple[str, ...], flags: tuple[str, ...]) -> bool:
 
 
 def _compile(command: list[str], ldflags: list[str], source: str, module_name: str,
-             headers: dict[str, str], out: Path) -> None:
+             headers: dict[str, str], out: Path, pending: Sequence[Future[Path]] = ()
+             ) -> None:
     """Compile source into the shared object out; on failure keep the source and say
-    where."""
+    where.  With builds pending (the libraries it links), compile to an object file,
+    wait for them, then link."""
     build_dir = Path(tempfile.mkdtemp(prefix=f"pullback-{module_name}-"))
     for name, text in headers.items():
         (build_dir / name).write_text(text)
     source_path = build_dir / f"{module_name}.c"
     source_path.write_text(source)
-    argv = [*command, source_path.name, "-o", str(out), *ldflags]
-    proc = _run(argv, build_dir)
-    if proc.returncode != 0:
-        raise BuildError(_failure_message(argv, proc, source_path),
-                         hint="check $PULLBACK_CC and $PULLBACK_CFLAGS; if they are "
-                              "not the cause, this is a pullback bug: please report it "
-                              "with the source file")
+    steps = [[*command, source_path.name, "-o", str(out), *ldflags]]
+    if pending:
+        steps = [[*command, "-c", source_path.name, "-o", f"{module_name}.o"],
+                 [*command, f"{module_name}.o", "-o", str(out), *ldflags]]
+    for k, argv in enumerate(steps):
+        if k:
+            _finish(pending)
+        proc = _run(argv, build_dir)
+        if proc.returncode != 0:
+            raise BuildError(_failure_message(argv, proc, source_path),
+                             hint="check $PULLBACK_CC and $PULLBACK_CFLAGS; if they are "
+                                  "not the cause, this is a pullback bug: please report "
+                                  "it with the source file")
     shutil.rmtree(build_dir)
 
 

@@ -87,6 +87,11 @@ def entry(key: str, name: str, build: Callable[[Path], None]) -> Path:
     return path
 
 
+def path(key: str, name: str) -> Path:
+    """Where the cache file for key (as ``entry`` names it) lives, built or not."""
+    return _paths(key, name)[0]
+
+
 def existing(key: str, name: str) -> Path | None:
     """The intact cache file for key (as ``entry`` names it), or None: nothing is built."""
     path, sidecar = _paths(key, name)

@@ -3,8 +3,9 @@
 `python build_child.py load NAME [BARRIER_DIR PARTIES]` builds (or loads from the cache)
 the module NAME and prints JSON: add(1.5, 2.0) and the seconds build_module took. With a
 barrier it first waits until PARTIES processes are ready, so that they compile at once.
-`python build_child.py warn` calls warn_no_compiler_once twice and prints how many
-warnings came out.
+`python build_child.py linked NAME` builds (or loads) the module NAME that links two
+libraries (LIBRARIES) and prints f(0.5).  `python build_child.py warn` calls
+warn_no_compiler_once twice and prints how many warnings came out.
 """
 
 import json
@@ -69,6 +70,23 @@ def _wait(barrier: Path, parties: int) -> None:
     while len(list(barrier.iterdir())) < parties and time.monotonic() < deadline:
         time.sleep(0.001)
 
+#: f(x) = twice(x) + 1 by two libraries a module links.
+_LINKED = r"""
+double pb_t_twice(double x);
+double pb_t_inc(double x);
+static PyObject *f(PyObject *self, PyObject *args) {
+    double x;
+    if (!PyArg_ParseTuple(args, "d", &x)) return NULL;
+    return PyFloat_FromDouble(pb_t_inc(pb_t_twice(x)));
+}
+"""
+LIBRARIES = {"pbtwice": "double pb_t_twice(double x) { return 2 * x; }\n",
+             "pbinc": "double pb_t_inc(double x) { return x + 1; }\n"}
+
+
+def linked_module(name: str):
+    return build.build_module(module_source(name, "", _LINKED), name, libraries=LIBRARIES)
+
 
 def warn() -> None:
     with warnings.catch_warnings(record=True) as caught:
@@ -81,5 +99,7 @@ def warn() -> None:
 if __name__ == "__main__":
     if sys.argv[1] == "load":
         load(sys.argv[2], sys.argv[3:])
+    elif sys.argv[1] == "linked":
+        print(json.dumps({"result": linked_module(sys.argv[2]).f(0.5)}))
     else:
         warn()

@@ -16,7 +16,7 @@ import pytest
 import pullback as pb
 from pullback.backends.c import build, cache
 
-from .build_child import HEADERS, add_source, module_source
+from .build_child import HEADERS, add_source, linked_module, module_source
 
 CHILD = Path(__file__).with_name("build_child.py")
 
@@ -222,35 +222,23 @@ def test_bad_names_are_refused(name, headers):
         build.build_module("", name, headers=headers)
 
 
-_TWICE = r"""
-double pb_t_twice(double x);
-static PyObject *f(PyObject *self, PyObject *args) {
-    double x;
-    if (!PyArg_ParseTuple(args, "d", &x)) return NULL;
-    return PyFloat_FromDouble(pb_t_twice(x));
-}
-"""
-
-
 @needs_cc
-def test_a_library_is_built_once_and_linked_by_each_module(cache_dir):
-    """Modules link a shared library (pullback's runtime kernels) built once into the
-    cache; a damaged library entry is rebuilt."""
-    lib = {"pbtwice": "double pb_t_twice(double x) { return 2 * x; }\n"}
-    first = build.build_module(module_source("pb_t_lib1", "", _TWICE), "pb_t_lib1",
-                               libraries=lib)
-    assert first.f(1.25) == 2.5
+def test_libraries_are_built_once_and_linked_by_each_module(cache_dir):
+    """Modules link shared libraries (pullback's runtime) built once into the cache,
+    those missing at once, beside the module's own compile; a damaged library entry is
+    rebuilt, also before a module found in the cache is loaded."""
+    assert linked_module("pb_t_lib1").f(1.25) == 3.5
     (so,) = cache_dir.glob("libpbtwice-*.so")
-    built = so.stat().st_mtime_ns
-    second = build.build_module(module_source("pb_t_lib2", "", _TWICE), "pb_t_lib2",
-                                libraries=lib)
-    assert second.f(4.0) == 8.0 and so.stat().st_mtime_ns == built
+    (inc,) = cache_dir.glob("libpbinc-*.so")
+    built = so.stat().st_mtime_ns, inc.stat().st_mtime_ns
+    assert linked_module("pb_t_lib2").f(4.0) == 9.0
+    assert (so.stat().st_mtime_ns, inc.stat().st_mtime_ns) == built
     data = so.read_bytes()
     so.unlink()  # a new file: the loaded library's pages stay mapped
     so.write_bytes(data[:100])
-    third = build.build_module(module_source("pb_t_lib3", "", _TWICE), "pb_t_lib3",
-                               libraries=lib)
-    assert third.f(-1.0) == -2.0 and so.stat().st_size > 100
+    assert linked_module("pb_t_lib3").f(-1.0) == -1.0 and so.stat().st_size > 100
+    so.unlink()
+    assert child("linked", "pb_t_lib1") == {"result": 2.0} and so.stat().st_size > 100
 
 
 def _scale(x, a):

@@ -1,0 +1,189 @@
+/* pullback's runtime library of large float products (pb_gemm_packed_*), built once
+ * per compiler and flags (with -ffp-contract=fast, as kernels.c) and linked by each module
+ * that has them, beside OpenBLAS where its kernels are narrower than the CPU's vectors.
+ *
+ * They run by the classic blocked algorithm: a block of A (PB_MC rows, PB_KC columns)
+ * is packed into panels of PB_MR rows, a block of B (PB_KC rows, PB_NC columns) into
+ * panels two vectors wide (unless its rows are B's own, which are read where they lie),
+ * both zero-padded; a register tile of PB_MR rows by two vectors (24 of the 32 vector
+ * registers AVX-512 has) accumulates each pair of panels' product over the block's
+ * depth, each A element broadcast against a row of the B panel.  Threads share the B
+ * panels of a block.  The packing buffers are kept per thread; the products return
+ * nonzero when those cannot be allocated. */
+
+#include "kernels.h"
+
+#define PB_MR 12
+#define PB_KC 256
+#define PB_MC 120
+#define PB_NC 2048
+
+/* A buffer of at least n bytes, kept for the thread's later calls. */
+static void *pb_scratch(void **slot, size_t *have, size_t n) {
+    if (*have < n) {
+        free(*slot);
+        *have = 0;
+        if (posix_memalign(slot, 64, n) != 0) {
+            *slot = NULL;
+            return NULL;
+        }
+        *have = n;
+    }
+    return *slot;
+}
+
+#define PB_DEFINE_PACKED_GEMM(S, T, I)                                                    \
+    enum { PB_NR_##S = 2 * 64 / (int)sizeof(T) };                                         \
+    /* dst[p * ldd + j] = src[j * lds + p] for a square block of one vector's lanes: a    \
+     * row of B's transpose per vector, by log2(lanes) rounds of two-vector shuffles,     \
+     * each swapping the off-diagonal halves of the blocks of the round before */         \
+    static inline __attribute__((always_inline)) void pb_transpose_##S(                   \
+            const T *src, int64_t lds, T *dst, int64_t ldd) {                             \
+        typedef I pb_idx __attribute__((vector_size(64)));                                \
+        enum { L = PB_LANES_##S };                                                        \
+        pb_vec_##S r[L];                                                                  \
+        _Pragma("GCC unroll 16")                                                          \
+        for (int j = 0; j < L; j++) memcpy(&r[j], src + j * lds, 64);                     \
+        _Pragma("GCC unroll 4")                                                           \
+        for (int h = L / 2; h >= 1; h /= 2) {                                             \
+            pb_idx lo, hi;                                                                \
+            _Pragma("GCC unroll 16")                                                      \
+            for (int e = 0; e < L; e++) {                                                 \
+                lo[e] = (e & h) ? L + e - h : e;                                          \
+                hi[e] = (e & h) ? L + e : e + h;                                          \
+            }                                                                             \
+            _Pragma("GCC unroll 16")                                                      \
+            for (int i = 0; i < L; i++)                                                   \
+                if (!(i & h)) {                                                           \
+                    const pb_vec_##S x = r[i], y = r[i + h];                              \
+                    r[i] = __builtin_shuffle(x, y, lo);                                   \
+                    r[i + h] = __builtin_shuffle(x, y, hi);                               \
+                }                                                                         \
+        }                                                                                 \
+        _Pragma("GCC unroll 16")                                                          \
+        for (int p = 0; p < L; p++) memcpy(dst + p * ldd, &r[p], 64);                     \
+    }                                                                                     \
+    static inline __attribute__((always_inline)) void pb_micro_##S(                       \
+            int64_t kc, const T *ap, const T *bp, int64_t bs, T alpha, const T *cin,      \
+            T *c, int64_t ldc, int64_t rows, int64_t cols) {                              \
+        pb_vec_##S t[PB_MR][2] = {{{0}}};                                                 \
+        for (int64_t p = 0; p < kc; p++) {                                                \
+            const pb_vec_##S b0 = ((const pb_vec_##S *)(bp + p * bs))[0];                 \
+            const pb_vec_##S b1 = ((const pb_vec_##S *)(bp + p * bs))[1];                 \
+            _Pragma("GCC unroll 12")                                                      \
+            for (int r = 0; r < PB_MR; r++) {                                             \
+                const T a = ap[p * PB_MR + r];                                            \
+                t[r][0] += a * b0;                                                        \
+                t[r][1] += a * b1;                                                        \
+            }                                                                             \
+        }                                                                                 \
+        if (rows == PB_MR && cols == PB_NR_##S) {                                         \
+            _Pragma("GCC unroll 12")                                                      \
+            for (int r = 0; r < PB_MR; r++) {                                             \
+                pb_vec_##S *cp = (pb_vec_##S *)(c + r * ldc), s0 = {0}, s1 = {0};         \
+                if (cin) { /* read before the store: Cin may be C */                      \
+                    s0 = ((const pb_vec_##S *)(cin + r * ldc))[0];                        \
+                    s1 = ((const pb_vec_##S *)(cin + r * ldc))[1];                        \
+                }                                                                         \
+                cp[0] = s0 + alpha * t[r][0];                                             \
+                cp[1] = s1 + alpha * t[r][1];                                             \
+            }                                                                             \
+            return;                                                                       \
+        }                                                                                 \
+        for (int64_t r = 0; r < rows; r++) {                                              \
+            const T *tr = (const T *)t[r];                                                \
+            for (int64_t j = 0; j < cols; j++)                                            \
+                c[r * ldc + j] = cin ? cin[r * ldc + j] + alpha * tr[j] : alpha * tr[j];  \
+        }                                                                                 \
+    }                                                                                     \
+    static int pb_gemm_blocked_##S(int64_t m, int64_t n, int64_t k, T alpha, const T *a,  \
+                                   int ta, const T *b, int tb, const T *cin, T *c) {      \
+        enum { NR = PB_NR_##S };                                                          \
+        static _Thread_local void *a_buf, *b_buf;                                         \
+        static _Thread_local size_t a_have, b_have;                                       \
+        const int64_t ars = ta ? 1 : k, acs = ta ? m : 1, brs = tb ? 1 : n, bcs = tb ? k : 1; \
+        T *const abuf = (T *)pb_scratch(&a_buf, &a_have, 2 * PB_MC * PB_KC * sizeof(T));  \
+        T *const bp = (T *)pb_scratch(&b_buf, &b_have, (PB_NC + NR) * PB_KC * sizeof(T)); \
+        if (!abuf || !bp) return 1;                                                       \
+        _Pragma("omp parallel if(m * n * k > 1 << 21)")                                   \
+        for (int64_t jc = 0; jc < n; jc += PB_NC) {                                       \
+            const int64_t nc = n - jc < PB_NC ? n - jc : PB_NC;                           \
+            for (int64_t pc = 0; pc < k; pc += PB_KC) {                                   \
+                const int64_t kc = k - pc < PB_KC ? k - pc : PB_KC;                       \
+                const T *src0 = pc > 0 ? c : cin; /* what the product adds to */          \
+                if (jc + pc > 0) { _Pragma("omp barrier") } /* all done with B's panels */ \
+                _Pragma("omp for schedule(static)")                                       \
+                for (int64_t jp = 0; jp < nc; jp += NR) {                                 \
+                    T *panel = bp + jp * kc;                                              \
+                    const int64_t w = nc - jp < NR ? nc - jp : NR;                        \
+                    if (bcs == 1 && w == NR) continue; /* whole rows: read in place */    \
+                    if (bcs == 1) /* read along B's rows, whichever way they run */       \
+                        for (int64_t p = 0; p < kc; p++)                                  \
+                            for (int64_t j = 0; j < NR; j++)                              \
+                                panel[p * NR + j] = j < w ? b[(pc + p) * brs + jc + jp + j] : 0; \
+                    else { /* B's transpose: whole blocks by shuffles, the rest as is */  \
+                        const T *src = b + pc + (jc + jp) * bcs;                          \
+                        const int64_t L = PB_LANES_##S, whole = w == NR ? kc / L * L : 0; \
+                        for (int64_t p = 0; p < whole; p += L)                            \
+                            for (int64_t j = 0; j < NR; j += L)                           \
+                                pb_transpose_##S(src + j * bcs + p, bcs, panel + p * NR + j, NR); \
+                        for (int64_t j = 0; j < NR; j++)                                  \
+                            for (int64_t p = whole; p < kc; p++)                          \
+                                panel[p * NR + j] = j < w ? src[p + j * bcs] : 0;         \
+                    }                                                                     \
+                }                                                                         \
+                for (int64_t ic = 0; ic < m; ic += PB_MC) {                               \
+                    const int64_t mc = m - ic < PB_MC ? m - ic : PB_MC;                   \
+                    /* two A blocks in turn: a thread packing the next one has done with  \
+                     * the last but one, and the packing's barrier waits for the others */ \
+                    T *const ap = abuf + (ic / PB_MC % 2) * PB_MC * PB_KC;                \
+                    _Pragma("omp for schedule(static)")                                   \
+                    for (int64_t ip = 0; ip < mc; ip += PB_MR) {                          \
+                        T *panel = ap + ip * kc;                                          \
+                        const int64_t h = mc - ip < PB_MR ? mc - ip : PB_MR;              \
+                        const T *src = a + (ic + ip) * ars + pc * acs;                    \
+                        if (ars == 1)                                                     \
+                            for (int64_t p = 0; p < kc; p++)                              \
+                                for (int64_t r = 0; r < PB_MR; r++)                       \
+                                    panel[p * PB_MR + r] = r < h ? src[p * acs + r] : 0;  \
+                        else                                                              \
+                            for (int64_t r = 0; r < PB_MR; r++)                           \
+                                for (int64_t p = 0; p < kc; p++)                          \
+                                    panel[p * PB_MR + r] = r < h ? src[r * ars + p] : 0;  \
+                    }                                                                     \
+                    _Pragma("omp for schedule(static) nowait")                            \
+                    for (int64_t jp = 0; jp < nc; jp += NR) {                             \
+                        const int in_place = bcs == 1 && nc - jp >= NR;                   \
+                        const T *panel = in_place ? b + pc * brs + jc + jp : bp + jp * kc; \
+                        for (int64_t ip = 0; ip < mc; ip += PB_MR) {                      \
+                            const int64_t at = (ic + ip) * n + jc + jp;                   \
+                            pb_micro_##S(kc, ap + ip * kc, panel, in_place ? brs : NR,    \
+                                         alpha, src0 ? src0 + at : NULL, c + at, n,       \
+                                         mc - ip < PB_MR ? mc - ip : PB_MR,               \
+                                         nc - jp < NR ? nc - jp : NR);                    \
+                        }                                                                 \
+                    }                                                                     \
+                }                                                                         \
+            }                                                                             \
+        }                                                                                 \
+        return 0;                                                                         \
+    }                                                                                     \
+    /* A C narrower than half a register tile (a classifier's ten outputs) as its         \
+     * transpose, op(B)' op(A)', whose rows run along C's columns: the tile's rows are    \
+     * then what is wasted, not most of its columns */                                   \
+    int pb_gemm_packed_##S(int64_t m, int64_t n, int64_t k, T alpha, const T *a, int ta,  \
+                           const T *b, int tb, const T *cin, T *c) {                      \
+        static _Thread_local void *t_buf;                                                 \
+        static _Thread_local size_t t_have;                                               \
+        if (n == 0 || 2 * n > PB_NR_##S || m < PB_NR_##S)                                 \
+            return pb_gemm_blocked_##S(m, n, k, alpha, a, ta, b, tb, cin, c);             \
+        T *const ct = (T *)pb_scratch(&t_buf, &t_have, (size_t)(m * n) * sizeof(T));     \
+        if (!ct || pb_gemm_blocked_##S(n, m, k, alpha, b, !tb, a, !ta, NULL, ct)) return 1; \
+        for (int64_t i = 0; i < m; i++)                                                   \
+            for (int64_t j = 0; j < n; j++)                                               \
+                c[i * n + j] = (cin ? cin[i * n + j] : 0) + ct[j * m + i];                \
+        return 0;                                                                         \
+    }
+
+PB_DEFINE_PACKED_GEMM(float32, float, int32_t)
+PB_DEFINE_PACKED_GEMM(float64, double, int64_t)
