@@ -86,6 +86,8 @@ def _binary(op: str, a: str, b: str, dt: DType) -> str:
 def _convert(x: str, src: DType, dst: DType) -> str:
     if dst.is_bool:
         return f"(({x}) != 0)"
+    if src.is_bool and dst.is_float:  # a choice: gcc 12 left loops casting uint8_t scalar
+        return f"(({x}) ? {c_literal(1, dst)} : {c_literal(0, dst)})"
     if dst.is_int and src.is_float:
         return f"(({ctype(dst)})pb_f2i{dst.name[3:]}({x}))"
     return f"(({ctype(dst)})({x}))"

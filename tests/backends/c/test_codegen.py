@@ -72,3 +72,20 @@ def test_matrix_products_call_blas():
     got, source = _native(f, a, b)
     assert "scipy_cblas_dgemm" in source
     np.testing.assert_allclose(got, f(a, b), rtol=1e-12)
+
+
+def test_a_bool_made_float_is_a_choice_of_one_or_zero():
+    """The gradient of a max counts the places that hold it: a bool converted to a float,
+    written as a choice (gcc 12 leaves a loop with a ``uint8_t``-to-``double`` cast
+    unvectorised, and calls the scalar ``exp`` of the same loop)."""
+    def lse(x):
+        a = np.max(x)
+        return a + np.log(np.sum(np.exp(x - a)))
+
+    x = np.random.default_rng(0).standard_normal(1000)
+    x[7] = x[300] = x.max() + 1  # two places hold the max
+    got, source = _native(pb.grad(lse), x)
+    e = np.exp(x - x.max())
+    np.testing.assert_allclose(got, e / e.sum(), rtol=1e-12, atol=1e-15)
+    assert "? (0x1.0000000000000p+0) : (0x0.0p+0))" in source
+    assert "(double)(t" not in source.replace(" ", "")
