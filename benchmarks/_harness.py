@@ -362,9 +362,11 @@ def _warm_pullback() -> None:
     import numpy as np
 
     import pullback as pb
+
     # what every first compile on a machine pays once: the compiler probes, the runtime
-    # libraries (the glue, and the kernels that modules with products link)
-    pb.jit(pb.grad(lambda v: (v @ v.T).sum()), backend="c")(np.ones((4, 4)))
+    # libraries (the glue, and the small and packed products that modules link)
+    for n in (4, 128):
+        pb.jit(pb.grad(lambda v: (v @ v.T).sum()), backend="c")(np.ones((n, n)))
     note(f"pullback from {os.path.dirname(pb.__file__)}")
 
 
