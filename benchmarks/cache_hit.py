@@ -3,8 +3,8 @@
 For each system and function a fresh process is started twice with the same, initially
 empty, cache directory: it imports the system, makes the compiled function, calls it once
 and reports the times.  The first process compiles and fills the cache (``miss``); the
-second finds it there (``hit``).  A pullback miss includes its one-time compiler probes,
-runtime library and precompiled headers; a third process then compiles ``x * 2`` with
+second finds it there (``hit``).  A pullback miss includes its one-time compiler probes
+and runtime libraries (built beside the module); a third process then compiles ``x * 2`` with
 that cache (``miss, warm cache``: the cost of each new function on a machine in use).  A
 hit still stages and generates C to compute the cache key, and skips the C compiler.
 Peers: Numba ``cache=True`` and JAX's persistent compilation cache (which still traces).
