@@ -16,7 +16,13 @@ from .derivatives import (
     value_and_grad,
     vjp,
 )
-from .errors import CompileError, ConcretizationError, ShapeError, UnsupportedError
+from .errors import (
+    CompileError,
+    ConcretizationError,
+    InternalError,
+    ShapeError,
+    UnsupportedError,
+)
 from .ir.types import bool_, float32, float64, int32, int64
 from .tree import (
     TreeDef,
@@ -29,7 +35,8 @@ from .tree import (
 )
 
 __all__ = [
-    "CompileError", "ConcretizationError", "ShapeError", "TreeDef", "UnsupportedError",
+    "CompileError", "ConcretizationError", "InternalError", "ShapeError", "TreeDef",
+    "UnsupportedError",
     "bool_", "checkpoint", "checkpoint_loops", "custom_jvp", "custom_vjp", "float32",
     "float64", "grad", "hessian", "int32", "int64", "jacfwd", "jacrev", "jit", "jvp",
     "make_ir", "register_pytree", "stop_gradient", "tree_flatten", "tree_leaves", "tree_map",

@@ -26,13 +26,15 @@ import numpy as np
 
 from . import numpy_api  # noqa: F401  (registers the NumPy mappings)
 from .backends import interp
-from .errors import UnsupportedError
+from .errors import ConcretizationError, UnsupportedError, internal_errors
+from .frontend.lowering import has_ref
 from .frontend.stager import Stager
 from .frontend.values import Ref
 from .ir.builder import Builder
 from .ir.core import Func
 from .ir.types import type_of_value
 from .ir.verify import verify
+from .keys import Registry, callable_key
 from .passes.manager import optimize, verifying
 from .tree import TreeDef, tree_flatten, tree_unflatten
 
@@ -338,6 +340,22 @@ def _fast_call(fast: FastEntry, args: tuple) -> Any:
     return fast.call(tuple([leaves[j] for j in fast.taken]), fast.form)
 
 
+class _Specialisations:
+    """What every ``Jitted`` of one computation shares (see ``keys``): the compiled
+    specialisations, the fast entry of the last call, the function's signature."""
+
+    __slots__ = ("cache", "lock", "fast", "params")
+
+    def __init__(self) -> None:
+        self.cache: dict[tuple, Staged] = {}
+        self.lock = threading.Lock()
+        self.fast: FastEntry | None = None  # see _fast_entry
+        self.params: inspect.Signature | None = None  # fn's signature, once asked
+
+
+_SPECIALISATIONS = Registry()
+
+
 class Jitted:
     """A compiled function: staged once per argument signature, then run."""
 
@@ -345,45 +363,75 @@ class Jitted:
         backend = backend or os.environ.get("PULLBACK_BACKEND") or "c"
         if backend not in BACKENDS:
             raise ValueError(f"unknown backend {backend!r}; available: {', '.join(BACKENDS)}")
+        if not callable(fn):
+            raise TypeError(f"pb.jit: {type(fn).__name__} object is not callable")
         functools.update_wrapper(self, fn, updated=())
         self.fn = fn
         self.static_argnames = tuple(static_argnames)
         self.backend = backend
-        self._cache: dict[tuple, Staged] = {}
-        self._lock = threading.Lock()
-        self._params: inspect.Signature | None = None  # fn's signature, once asked
-        self._fast: FastEntry | None = None  # see _fast_entry
+        self._spec: _Specialisations = _SPECIALISATIONS.get(callable_key(self),
+                                                            _Specialisations)
+
+    def __pb_key__(self, key_of: Callable[[Any], Any]) -> tuple:
+        return ("jit", key_of(self.fn), self.static_argnames, self.backend)
+
+    def __pb_stage__(self, st: Stager, args: list, kwargs: dict) -> Any:
+        """Met while staging: the wrapped function, staged where it is called."""
+        if self.static_argnames:
+            bound = self.signature().bind(*args, **kwargs)
+            for name in self.static_argnames:
+                if name in bound.arguments and has_ref(bound.arguments[name]):
+                    raise ConcretizationError(
+                        f"argument {name!r} of {self.__name__} is static (static_argnames) "
+                        "but is given a run-time value here",
+                        hint="pass a value known at compile time (a Python int, a shape, "
+                        "a static argument of the caller)")
+        return st.call(self.fn, args, kwargs)
+
+    def signature(self) -> inspect.Signature:
+        spec = self._spec
+        if spec.params is None:
+            spec.params = inspect.signature(self.fn)
+        return spec.params
 
     def specialise(self, *args: Any, **kwargs: Any) -> tuple[Staged, Signature]:
-        if self._params is None:
-            self._params = inspect.signature(self.fn)
-        sig = signature(self.fn, args, kwargs, self.static_argnames, self._params)
-        staged = self._cache.get(sig.key)
+        spec = self._spec
+        sig = signature(self.fn, args, kwargs, self.static_argnames, self.signature())
+        staged = spec.cache.get(sig.key)
         if staged is None:
-            with self._lock:
-                staged = self._cache.get(sig.key)
+            with spec.lock:
+                staged = spec.cache.get(sig.key)
                 if staged is None:
-                    name = getattr(self.fn, "__name__", "f").replace("<lambda>", "lambda")
-                    staged = stage(self.fn, sig, name)
-                    staged.staged_func, staged.func = staged.func, optimize(staged.func)
-                    if "ir" in os.environ.get("PULLBACK_DUMP", "").split(","):
-                        print(staged.func)
-                    if verifying():
-                        verify(staged.func)
-                    _compile(staged, self.backend)
-                    self._cache[sig.key] = staged
+                    staged = self._build(sig)
+                    spec.cache[sig.key] = staged
         return staged, sig
+
+    def _build(self, sig: Signature) -> Staged:
+        """Stage, optimise and compile one specialisation; anything but the errors a
+        user may see becomes an ``InternalError`` naming where staging was."""
+        name = getattr(self.fn, "__name__", "f").replace("<lambda>", "lambda")
+        with internal_errors(self.fn):
+            staged = stage(self.fn, sig, name)
+            staged.staged_func, staged.func = staged.func, optimize(staged.func)
+            if "ir" in os.environ.get("PULLBACK_DUMP", "").split(","):
+                print(staged.func)
+            if verifying():
+                verify(staged.func)
+            _compile(staged, self.backend)
+        return staged
 
     def lower(self, *args: Any, **kwargs: Any) -> Lowered:
         """What this function compiles to for these arguments: the IR as staged and
         after each pass, and the C source."""
         staged, _ = self.specialise(*args, **kwargs)
         passes: list[tuple[str, Func]] = []
-        optimize(staged.staged_func, trace=passes)
+        with internal_errors(self.fn):
+            optimize(staged.staged_func, trace=passes)
         return Lowered(staged.staged_func, passes, staged.func, self.backend)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        fast = self._fast
+        spec = self._spec
+        fast = spec.fast
         if fast is not None and not kwargs:
             call, form, tree, taken, _, nest = fast
             out = call(args, form) if tree is None and taken is None else _fast_call(fast, args)
@@ -400,7 +448,7 @@ class Jitted:
         for i, value in zip(staged.writeback, outs[n:], strict=True):
             np.copyto(leaves[i], value, casting="no")
         if not kwargs:
-            self._fast = _fast_entry(staged, sig, args) or self._fast
+            spec.fast = _fast_entry(staged, sig, args) or spec.fast
         return tree_unflatten(staged.out_tree, result)
 
     def __get__(self, obj: Any, objtype: Any = None) -> Any:
@@ -413,7 +461,13 @@ def jit(fn: Callable | None = None, *, static_argnames: Sequence[str] | str = ()
     if isinstance(static_argnames, str):
         static_argnames = (static_argnames,)
     if fn is None:
-        return lambda f: Jitted(f, static_argnames, backend)
+        return lambda f: jit(f, static_argnames=static_argnames, backend=backend)
+    if isinstance(fn, Jitted):  # jit(jit(f)) is jit(f)
+        names = (*fn.static_argnames, *(n for n in static_argnames
+                                        if n not in fn.static_argnames))
+        if names == fn.static_argnames and backend in (None, fn.backend):
+            return fn
+        return Jitted(fn.fn, names, backend or fn.backend)
     return Jitted(fn, static_argnames, backend)
 
 

@@ -16,10 +16,10 @@ zeros; nothing warns (see docs/autodiff.md).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
-import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -33,6 +33,7 @@ from .ir.builder import current
 from .ir.core import Atom, Block, Lit, Var
 from .ir.rewrite import inline
 from .ir.types import TensorType, int64
+from .keys import Registry, callable_key, value_key
 from .ops import ad
 from .ops import elementwise as E
 from .ops import index as I
@@ -202,6 +203,10 @@ class Grad(Transform):
         self.has_aux = has_aux
         self.with_value = with_value
 
+    def __pb_key__(self, key_of: Callable[[Any], Any]) -> tuple:
+        return ("grad", key_of(self.fn), value_key(self.argnums), self.has_aux,
+                self.with_value)
+
     def __pb_stage__(self, st: Stager, args: list, kwargs: dict) -> Any:
         who = "pb.value_and_grad" if self.with_value else "pb.grad"
         sub, where, nums, varied = _differentiated(st, self.fn, args, kwargs, self.argnums, who)
@@ -356,18 +361,13 @@ class _Helper(Transform):
         return self.fn(st, primals, second)
 
 
-_cache: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_HELPERS = Registry()
 
 
 def _cached(fn: Callable, key: tuple, make: Callable[[], Any]) -> Any:
-    """A per-function object (a compiled helper), kept while ``fn`` lives."""
-    try:
-        per_fn = _cache.setdefault(fn, {})
-    except TypeError:  # not weakly referable: no cache
-        return make()
-    if key not in per_fn:
-        per_fn[key] = make()
-    return per_fn[key]
+    """A per-computation object (a compiled helper), shared by every callable that is
+    the same computation as ``fn`` (see ``keys``)."""
+    return _HELPERS.get((callable_key(fn), *key), make)
 
 
 class _JVP:
@@ -522,6 +522,9 @@ class Jacobian(Transform):
         super().__init__(fn)
         self.argnums, self.forward = argnums, forward
 
+    def __pb_key__(self, key_of: Callable[[Any], Any]) -> tuple:
+        return ("jacobian", key_of(self.fn), value_key(self.argnums), self.forward)
+
     def __pb_stage__(self, st: Stager, args: list, kwargs: dict) -> Any:
         who = "pb.jacfwd" if self.forward else "pb.jacrev"
         sub, where, nums, varied = _differentiated(st, self.fn, args, kwargs, self.argnums, who)
@@ -627,6 +630,9 @@ class Checkpoint(Transform):
     """``checkpoint(fn)``: reverse mode keeps only ``fn``'s inputs and recomputes its
     forward pass during the backward pass (less memory, more time)."""
 
+    def __pb_key__(self, key_of: Callable[[Any], Any]) -> tuple:
+        return ("checkpoint", key_of(self.fn))
+
     def __pb_stage__(self, st: Stager, args: list, kwargs: dict) -> Any:
         args, kwargs = _bind(self.fn, args, kwargs)
         sub = st.stage_subfunction(self.fn, args, kwargs)
@@ -707,6 +713,17 @@ class _Rules:
                 if a.type.dtype.is_float]
 
 
+@contextlib.contextmanager
+def _rules_of(st: Stager, fn: Transform) -> Iterator[None]:
+    """While ``fn``'s rules are staged, a call to ``fn`` in them means its primal (as in
+    ``return f(x), residuals``)."""
+    st.in_rules.append(fn)
+    try:
+        yield
+    finally:
+        st.in_rules.pop()
+
+
 def _pair(value: Any, who: str) -> tuple[Any, Any]:
     if not (isinstance(value, tuple) and len(value) == 2):
         raise CompileError(f"{who} must return a pair")
@@ -774,15 +791,19 @@ class custom_vjp(Transform):  # noqa: N801 (named like the decorator it is)
     def __pb_stage__(self, st: Stager, args: list, kwargs: dict) -> Any:
         if self.fwd is None or self.bwd is None:
             raise CompileError(f"custom_vjp {self.__name__}: call defvjp(fwd, bwd) first")
+        if self in st.in_rules:  # f called from its own rule: its primal
+            return st.call(self.fn, args, kwargs)
         args, kwargs = _bind(self.fn, args, kwargs)
         primal = st.stage_subfunction(self.fn, args, kwargs)
-        fwd = st.stage_subfunction(self.fwd, args, kwargs)
-        fwd_value, fwd_index = _stand_ins(fwd)
-        out, res = _pair(fwd_value, "the custom_vjp fwd rule")
-        outs_at = _matching(primal, out, fwd_index, "the custom_vjp fwd rule")
-        res_at = [fwd_index[id(x.raw())] for x in tree_flatten(res)[0] if isinstance(x, Ref)]
-        cts_value, _ = _stand_ins(primal)
-        bwd = st.stage_subfunction(self.bwd, [res, cts_value], {})
+        with _rules_of(st, self):
+            fwd = st.stage_subfunction(self.fwd, args, kwargs)
+            fwd_value, fwd_index = _stand_ins(fwd)
+            out, res = _pair(fwd_value, "the custom_vjp fwd rule")
+            outs_at = _matching(primal, out, fwd_index, "the custom_vjp fwd rule")
+            res_at = [fwd_index[id(x.raw())] for x in tree_flatten(res)[0]
+                      if isinstance(x, Ref)]
+            cts_value, _ = _stand_ins(primal)
+            bwd = st.stage_subfunction(self.bwd, [res, cts_value], {})
         bwd_value, bwd_index = _stand_ins(bwd)
         rules = _Rules([primal, fwd, bwd])
         where = _Args(primal)
@@ -831,6 +852,8 @@ class custom_jvp(Transform):  # noqa: N801 (named like the decorator it is)
     def __pb_stage__(self, st: Stager, args: list, kwargs: dict) -> Any:
         if self.rule is None:
             raise CompileError(f"custom_jvp {self.__name__}: define the rule with defjvp")
+        if self in st.in_rules:  # f called from its own rule: its primal
+            return st.call(self.fn, args, kwargs)
         args, kwargs = _bind(self.fn, args, kwargs)
         primal = st.stage_subfunction(self.fn, args, kwargs)
         where = _Args(primal)
@@ -840,7 +863,8 @@ class custom_jvp(Transform):  # noqa: N801 (named like the decorator it is)
                                   for x, q in zip(leaves, pos, strict=True)])
             for leaves, tree, pos in zip(primal.arg_leaves, primal.arg_trees,
                                          where.positions, strict=True))
-        rule = st.stage_subfunction(self.rule, [tuple(args), tangents], {})
+        with _rules_of(st, self):
+            rule = st.stage_subfunction(self.rule, [tuple(args), tangents], {})
         value, index = _stand_ins(rule)
         out, tout = _pair(value, "the custom_jvp rule")
         outs_at = _matching(primal, out, index, "the custom_jvp rule")

@@ -7,8 +7,14 @@ with a caret under the column.
 
 from __future__ import annotations
 
+import contextlib
+import inspect
 import linecache
+import traceback
+from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -90,3 +96,69 @@ class VerifyError(IRError):
 
 class ParseError(IRError):
     """Text that is not valid IR."""
+
+
+class InternalError(Exception):
+    """A bug in pullback, not in the program: raised where staging, transforming or
+    compiling failed in a way no user can act on, with the user's location and the
+    original exception chained (``__cause__``)."""
+
+
+def mark_users(e: BaseException) -> None:
+    """``e`` is the program's own exception (raised by its Python, run at compile time),
+    which the user sees as plain Python would raise it."""
+    try:
+        e._pullback_user = True  # type: ignore[attr-defined]
+    except AttributeError:  # exceptions without a __dict__
+        pass
+
+
+_PACKAGE = str(Path(__file__).resolve().parent)
+_NUMPY_RULES = (f"{_PACKAGE}/numpy_api/", f"{_PACKAGE}/ops/")
+
+
+def _is_users(e: BaseException) -> bool:
+    """Whether a Python exception raised while compiling is one a user may see: the
+    program's own (``mark_users``), one pullback raises on purpose (a ``raise`` in its
+    code, as plain Python or NumPy would raise it: not an ``internal:`` one), or NumPy's
+    answer to bad arguments given to a NumPy function."""
+    if getattr(e, "_pullback_user", False):
+        return True
+    frames = [(frame.f_code.co_filename, line)
+              for frame, line in traceback.walk_tb(e.__traceback__)]
+    ours = [k for k, (file, _) in enumerate(frames) if file.startswith(_PACKAGE)]
+    if not ours:
+        return True  # raised before entering pullback
+    k = ours[-1]
+    file, line = frames[k]
+    text = linecache.getline(file, line).strip()
+    if k == len(frames) - 1 and text.startswith("raise"):
+        return not str(e).startswith("internal")
+    numpys = any("numpy" in f for f, _ in frames[k + 1:]) or "np." in text
+    return isinstance(e, (ValueError, TypeError, IndexError)) and numpys and \
+        file.startswith(_NUMPY_RULES)
+
+
+def _where(fn: Any) -> str:
+    code = getattr(inspect.unwrap(fn), "__code__", None) if fn is not None else None
+    return f"{code.co_filename}:{code.co_firstlineno}" if code is not None else "?"
+
+
+@contextlib.contextmanager
+def internal_errors(fn: Any) -> Iterator[None]:
+    """The API boundary: errors a user may see pass (``CompileError`` and what plain
+    Python raises, see ``_is_users``); anything else is an ``InternalError``."""
+    try:
+        yield
+    except CompileError:
+        raise
+    except Exception as e:
+        if _is_users(e):
+            raise
+        loc = getattr(e, "_pullback_loc", None)
+        where = f"{loc} in {loc.func}\n{loc.excerpt()}" if loc is not None else \
+            f"compiling {getattr(fn, '__name__', fn)!s} ({_where(fn)})"
+        raise InternalError(
+            f"this is a pullback bug, not an error in your program: {type(e).__name__}: "
+            f"{e}\n  while staging {where}\nPlease report it with this message; the "
+            "original exception is chained above.") from e

@@ -6,14 +6,43 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, ItemsView, KeysView, ValuesView
 from typing import Any
 
 import numpy as np
 
-from ..errors import ConcretizationError
+from ..errors import CompileError, ConcretizationError, Loc, mark_users
 from ..ir.core import Lit, Var
 from ..tree import tree_leaves
 from .values import DynStr, Ref, lit_ref
+
+_VIEWS = (KeysView, ValuesView, ItemsView, set, frozenset)
+
+
+def native(fn: Callable, *args: Any, **kwargs: Any) -> Any:
+    """``fn(*args, **kwargs)`` run by Python at compile time on the program's own values:
+    what it raises is the program's exception, which plain execution raises too."""
+    try:
+        return fn(*args, **kwargs)
+    except CompileError:
+        raise
+    except Exception as e:
+        mark_users(e)
+        raise
+
+
+def annotate(e: BaseException, loc: Loc) -> None:
+    """Point a Python exception raised while staging at the user's line (the innermost
+    one: an ``InternalError`` names it too)."""
+    if getattr(e, "_pullback_loc", None) is not None:
+        return
+    try:
+        e._pullback_loc = loc
+    except AttributeError:  # exceptions without a __dict__
+        return
+    if hasattr(e, "add_note"):  # Python 3.11+
+        e.add_note(f"while compiling {loc} in {loc.func}" + (f"\n{loc.excerpt()}"
+                                                              if loc.excerpt() else ""))
 
 
 def lower(x: Any) -> Any:
@@ -23,6 +52,8 @@ def lower(x: Any) -> Any:
         return type(x)(lower(e) for e in x)
     if type(x) is dict:
         return {k: lower(v) for k, v in x.items()}
+    if isinstance(x, _VIEWS):  # d.values() and friends: what iterating them gives
+        return [lower(e) for e in x]
     if isinstance(x, slice):
         return slice(lower(x.start), lower(x.stop), lower(x.step))
     if isinstance(x, DynStr):
@@ -49,6 +80,8 @@ def has_ref(x: Any) -> bool:
         return True
     if isinstance(x, slice):
         return any(has_ref(e) for e in (x.start, x.stop, x.step))
+    if isinstance(x, _VIEWS):
+        return any(has_ref(e) for e in x)
     if isinstance(x, (list, tuple, dict)) or (hasattr(x, "__dataclass_fields__")
                                               and not isinstance(x, type)):
         return any(isinstance(e, (Ref, DynStr)) or (isinstance(e, slice) and has_ref(e))

@@ -26,7 +26,7 @@ from ..ops import elementwise as E
 from ..ops import shape as S
 from .calls import CallMixin
 from .control import ControlMixin
-from .lowering import concrete, has_ref, lift, lower
+from .lowering import annotate, concrete, has_ref, lift, lower, native
 from .scope import Frame, defined_flag
 from .source import Source
 from .statements import StatementMixin
@@ -44,14 +44,6 @@ COMPARE = {
     ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge", ast.Eq: "eq", ast.NotEq: "ne",
 }
 SYMBOL = {"lshift": "<<", "rshift": ">>"}
-
-
-def _annotate(e: BaseException, loc: Loc) -> None:
-    """Point a Python exception raised while staging at the user's line (once)."""
-    if not getattr(e, "_pullback_noted", False):
-        e._pullback_noted = True
-        e.add_note(f"while compiling {loc} in {loc.func}" + (f"\n{loc.excerpt()}"
-                                                              if loc.excerpt() else ""))
 
 
 class Stager(StatementMixin, ControlMixin, CallMixin):
@@ -73,6 +65,7 @@ class Stager(StatementMixin, ControlMixin, CallMixin):
         self.frames: list[Frame] = []  # the staged call stack
         self.arguments: list[Ref] = []  # cells of the top-level arguments
         self.deferred: Exception | None = None  # the last error moved to run time
+        self.in_rules: list = []  # custom-derivative functions whose rules are staged
 
     def new_serial(self) -> int:
         return next_serial()
@@ -90,9 +83,8 @@ class Stager(StatementMixin, ControlMixin, CallMixin):
             return getattr(self, "expr_" + type(node).__name__, self._unsupported)(node)
         except CompileError as e:
             raise e.with_loc(loc) from None
-        except (ArithmeticError, LookupError, TypeError, ValueError, NameError,
-                AttributeError, AssertionError, RecursionError) as e:
-            _annotate(e, loc)
+        except Exception as e:
+            annotate(e, loc)
             raise
         finally:
             b.loc = saved
@@ -198,7 +190,7 @@ class Stager(StatementMixin, ControlMixin, CallMixin):
                 raise UnsupportedError(f"operator {SYMBOL.get(name, name)} on arrays is not "
                                        "supported", hint="use np.left_shift/np.right_shift")
             return lift(fn(lower(a), lower(b)))
-        return self.adopt(getattr(operator, name)(a, b))
+        return self.adopt(native(getattr(operator, name), a, b))
 
     def expr_BinOp(self, node: ast.BinOp) -> Any:
         return self.binop(BINOPS[type(node.op)], self.eval(node.left), self.eval(node.right))
@@ -210,7 +202,7 @@ class Stager(StatementMixin, ControlMixin, CallMixin):
         name = UNARY[type(node.op)]
         if isinstance(v, Ref):
             return lift(OPERATORS[name](v.get()))
-        return self.adopt(getattr(operator, name)(v))
+        return self.adopt(native(getattr(operator, name), v))
 
     def not_(self, t: bool | Atom) -> Any:
         return (not t) if isinstance(t, bool) else Ref(convert(E.not_(t), bool_, True))
@@ -266,7 +258,7 @@ class Stager(StatementMixin, ControlMixin, CallMixin):
                 raise UnsupportedError(
                     "`in` on arrays compares elementwise and is ambiguous here",
                     hint="use np.any(x == v) or np.isin")
-            return (a in b) == isinstance(op, ast.In)
+            return native(operator.contains, b, a) == isinstance(op, ast.In)
         return self.binop(COMPARE[type(op)], a, b)
 
     def expr_Compare(self, node: ast.Compare) -> Any:
@@ -311,7 +303,7 @@ class Stager(StatementMixin, ControlMixin, CallMixin):
         prop = getattr(type(obj), name, None)
         if isinstance(prop, property) and prop.fget is not None and not isinstance(obj, type):
             return self.call(prop.fget, [obj], {})
-        return self.adopt(getattr(obj, name))
+        return self.adopt(native(getattr, obj, name))
 
     def expr_Subscript(self, node: ast.Subscript) -> Any:
         return self.getitem(self.eval(node.value), self.eval(node.slice))
@@ -326,7 +318,7 @@ class Stager(StatementMixin, ControlMixin, CallMixin):
                 raise ConcretizationError(
                     f"an index into a Python {type(obj).__name__} must be known at compile "
                     "time", hint="use an array (np.stack the items) to index with data")
-        return self.adopt(obj[idx])
+        return self.adopt(native(operator.getitem, obj, idx))
 
     def index_array(self, ref: Ref, idx: Any) -> Ref:
         return index_view(ref, idx)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import operator
 from typing import Any
 
 import numpy as np
@@ -18,7 +19,7 @@ from ..numpy_api.core import convert
 from ..ops import control as C
 from .control import ForForm, WhileForm
 from .iteration import Counted
-from .lowering import has_ref, lower
+from .lowering import annotate, has_ref, lower, native
 from .scope import BROKE, CONTINUED, DEAD, RETURNED, RETVAL, loop_stores
 from .values import DynStr, Ref
 
@@ -48,6 +49,9 @@ class StatementMixin:
             getattr(self, "stmt_" + type(node).__name__, self._refused)(node)
         except CompileError as e:
             raise e.with_loc(loc) from None
+        except Exception as e:
+            annotate(e, loc)
+            raise
         finally:
             b.loc = saved
 
@@ -115,7 +119,7 @@ class StatementMixin:
                 if isinstance(obj, Ref):
                     raise ValueError("cannot delete array elements")
                 self.check_mutable(obj, "deleting items")
-                del obj[self.static_value(self.eval(t.slice), "an index")]
+                native(operator.delitem, obj, self.static_value(self.eval(t.slice), "an index"))
             else:
                 raise UnsupportedError("del of attributes cannot be compiled")
 
@@ -240,7 +244,7 @@ class StatementMixin:
             if isinstance(obj, Ref):
                 raise UnsupportedError(f"cannot set ndarray attribute .{target.attr}")
             self.check_mutable(obj, f"setting .{target.attr}")
-            setattr(obj, target.attr, value)
+            native(setattr, obj, target.attr, value)
         elif isinstance(target, ast.Starred):
             raise SyntaxError("starred assignment target must be in a list or tuple")
         else:
@@ -283,7 +287,7 @@ class StatementMixin:
         if has_ref(idx):
             idx = self.static_value(idx, f"an index into a Python {type(obj).__name__}")
         self.check_mutable(obj, "item assignment")
-        obj[idx] = value
+        native(operator.setitem, obj, idx, value)
 
     def stmt_AugAssign(self, node: ast.AugAssign) -> None:
         from .stager import BINOPS
@@ -302,7 +306,7 @@ class StatementMixin:
             obj = self.eval(t.value)
             new = self.inplace(name, self.getattr(obj, t.attr), self.eval(node.value))
             self.check_mutable(obj, f"setting .{t.attr}")
-            setattr(obj, t.attr, new)
+            native(setattr, obj, t.attr, new)
         else:
             raise UnsupportedError("unsupported augmented assignment target")
 

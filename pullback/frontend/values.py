@@ -15,13 +15,14 @@ arrays they may alias: writing them is refused, and writing those arrays poisons
 from __future__ import annotations
 
 import itertools
+import operator
 from collections.abc import Callable
 from contextvars import ContextVar
 from typing import Any
 
 import numpy as np
 
-from ..errors import Loc, UnsupportedError
+from ..errors import ConcretizationError, Loc, UnsupportedError
 from ..ir.core import Atom, Lit, Var
 from ..ir.types import TensorType
 
@@ -136,11 +137,79 @@ class Ref:
     def __repr__(self) -> str:
         return f"Ref#{self.serial}({self._atom!r}, {self.kind})"
 
-    # Refs stand in for arrays in plain Python code only through the stager.
+    # Native Python code (a builtin, a library function given a container of arrays)
+    # meets cells where the program has arrays: they behave as NumPy's arrays do, or
+    # refuse where a concrete value is needed.  ``==`` keeps identity: pullback's own
+    # code finds cells in lists.
     def __bool__(self) -> bool:
-        raise TypeError("internal: truth value of a staged array taken natively")
+        return bool(self._concrete("the truth value"))
+
+    def _concrete(self, what: str) -> Any:
+        a = self.get()
+        if isinstance(a, Lit):
+            return a.value
+        if a.type.size > 1 and what == "the truth value":
+            raise ValueError("The truth value of an array with more than one element is "
+                             "ambiguous. Use a.any() or a.all()")
+        raise ConcretizationError(
+            f"{what} of a run-time value of type {a.type} is needed by Python code that "
+            "pullback runs at compile time (a builtin or library function)",
+            hint="use NumPy functions on arrays, or compute it from shapes or static values")
+
+    def __float__(self) -> float:
+        return float(self._concrete("float()"))
+
+    def __int__(self) -> int:
+        return int(self._concrete("int()"))
+
+    def __index__(self) -> int:
+        return operator.index(self._concrete("an integer index"))
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        return np.asarray(self._concrete("the array"), dtype)
+
+    def __len__(self) -> int:
+        if not self.type.shape:
+            raise TypeError("len() of unsized object")
+        return self.type.shape[0]
+
+    def __iter__(self) -> Any:
+        from .views import index_view
+
+        if not self.type.shape:
+            raise TypeError("iteration over a 0-d array")
+        return (index_view(self, k) for k in range(self.type.shape[0]))
 
     __hash__ = object.__hash__
+
+
+def _operator(name: str, swap: bool = False) -> Callable:
+    def method(self: Ref, other: Any = None) -> Any:
+        from ..numpy_api import OPERATORS
+        from .lowering import lift, lower
+
+        if other is None and name in _UNARY:
+            return lift(OPERATORS[name](self.get()))
+        if not isinstance(other, (Ref, bool, int, float, complex, np.generic, np.ndarray)):
+            return NotImplemented
+        fn = OPERATORS.get(name)
+        if fn is None:
+            return NotImplemented
+        a, b = (other, self) if swap else (self, other)
+        return lift(fn(lower(a), lower(b)))
+    return method
+
+
+_UNARY = ("neg", "pos", "abs", "invert")
+for _name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and",
+              "or", "xor", "lshift", "rshift"):
+    _op = _name + "_" if _name in ("and", "or") else _name
+    setattr(Ref, f"__{_name}__", _operator(_op))
+    setattr(Ref, f"__r{_name}__", _operator(_op, swap=True))
+for _name in ("lt", "le", "gt", "ge"):
+    setattr(Ref, f"__{_name}__", _operator(_name))
+for _name in _UNARY:
+    setattr(Ref, f"__{_name}__", _operator(_name))
 
 
 class View(Ref):

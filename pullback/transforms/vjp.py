@@ -409,7 +409,7 @@ class ReverseMode:
         """Run the body plainly; the backward runs it again, saving residuals as it goes,
         and then its backward: only the operands are kept in between."""
         body = eqn.params["body"]
-        outs = inline(body, ins)
+        outs = _fresh_results(inline(body, ins), ins)
         vout = [differentiable(o.type) for o in outs]
 
         def step(ctx: Context, cts: Cotangents) -> None:
@@ -438,7 +438,7 @@ class ReverseMode:
         *residuals, *cotangents of float outs) -> cotangents of float xs`` later."""
         n = len(eqn.outputs)
         res = inline(eqn.params["fwd"], ins)
-        outs, saved = res[:n], res[n:]
+        outs, saved = _fresh_results(res[:n], ins), res[n:]
         vout = [differentiable(o.type) for o in outs]
 
         def step(ctx: Context, cts: Cotangents) -> None:
@@ -451,7 +451,7 @@ class ReverseMode:
     def custom_jvp(self, ctx: Context, eqn: Eqn, ins, vin):
         """Reverse mode from the user's forward rule: the rule's tangents are linear in
         the input tangents, so reversing the rule at zero tangents gives the transpose."""
-        outs = inline(eqn.params["primal"], ins)
+        outs = _fresh_results(inline(eqn.params["primal"], ins), ins)
         vout = [differentiable(o.type) for o in outs]
 
         def step(ctx: Context, cts: Cotangents) -> None:
@@ -465,6 +465,20 @@ class ReverseMode:
             self.nested(eqn.params["rule"], [*ins, *tangents], active, targets, relay, seeds)
 
         return outs, vout, step
+
+
+def _fresh_results(outs: list[Atom], ins: Sequence[Atom]) -> list[Atom]:
+    """A region op's results as values of their own: a result that is one of its operands
+    (``return x``) or an earlier result gets a copy, so that its cotangent, which the
+    op's own rule turns into the operands' cotangents, is not also the operand's."""
+    seen = {id(a) for a in ins}
+    out = []
+    for o in outs:
+        if isinstance(o, Var) and id(o) in seen:
+            o = E.convert(o, dtype=o.type.dtype, weak=o.type.weak)
+        seen.add(id(o))
+        out.append(o)
+    return out
 
 
 class _Relay(Cotangents):

@@ -15,6 +15,7 @@ import inspect
 import itertools
 import linecache
 import math
+import os
 import signal
 import textwrap
 import types
@@ -24,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from hypothesis import Phase, assume, given, note, settings
+from hypothesis import Phase, assume, given, note, seed, settings
 from hypothesis import strategies as st
 
 import pullback as pb
@@ -268,6 +269,8 @@ def check(fn: Callable, prog: Program, case: int) -> None:
         got, error = run(pb.jit(fn, static_argnames=prog.static), mine, PULLBACK_SECONDS)
     except Timeout:
         raise AssertionError(f"pb.jit took more than {PULLBACK_SECONDS} s") from None
+    if isinstance(error, pb.InternalError):
+        raise AssertionError("pullback failed inside (InternalError)") from error
     if isinstance(error, pb.CompileError):
         return
     if raised is not None:
@@ -284,7 +287,12 @@ def check(fn: Callable, prog: Program, case: int) -> None:
         raise
 
 
-@settings(max_examples=60, deadline=None, derandomize=True, database=None,
+#: ``PULLBACK_FUZZ_EXAMPLES=3000 PULLBACK_FUZZ_SEED=1`` runs a longer campaign than CI's.
+EXAMPLES = int(os.environ.get("PULLBACK_FUZZ_EXAMPLES", "60"))
+SEED = os.environ.get("PULLBACK_FUZZ_SEED")
+
+
+@settings(max_examples=EXAMPLES, deadline=None, derandomize=SEED is None, database=None,
           phases=[Phase.explicit, Phase.generate])
 @given(st.data())
 def test_mutated_program_agrees_or_is_refused(data: st.DataObject) -> None:
@@ -297,3 +305,8 @@ def test_mutated_program_agrees_or_is_refused(data: st.DataObject) -> None:
     mutated, what = mutate(prog, tree, site, choice)
     note(f"{prog.name} input {case}, {what}:\n{ast.unparse(mutated)}")
     check(define(prog, mutated), prog, case)
+
+
+if SEED is not None:
+    test_mutated_program_agrees_or_is_refused = seed(int(SEED))(
+        test_mutated_program_agrees_or_is_refused)

@@ -320,7 +320,7 @@ def test_failed_assert_on_data_raises_at_run_time():
     with pytest.raises(AssertionError) as info:
         f(X)
     assert str(info.value) == "min is -1.5"
-    assert len(f._cache) == 1
+    assert len(f._spec.cache) == 1
 
 
 def element(x, i):
@@ -333,7 +333,7 @@ def test_out_of_bounds_dynamic_index_raises_index_error_at_run_time():
     for i in (np.int64(4), np.int64(-5)):
         with pytest.raises(IndexError, match="out of bounds"):
             f(X, i)
-    assert len(f._cache) == 1
+    assert len(f._spec.cache) == 1
 
 
 # -- source locations and where functions come from ------------------------------------
@@ -435,11 +435,11 @@ def test_cache_is_keyed_on_shapes_and_static_values():
     f = pb.jit(repeat_double)
     f(X, 2)
     f(X + 1.0, 2)
-    assert len(f._cache) == 1
+    assert len(f._spec.cache) == 1
     np.testing.assert_array_equal(f(M, 2), repeat_double(M, 2))
-    assert len(f._cache) == 2
+    assert len(f._spec.cache) == 2
     np.testing.assert_array_equal(f(X, 3), repeat_double(X, 3))
-    assert len(f._cache) == 3
+    assert len(f._spec.cache) == 3
 
 
 def damped_waves(x, scale):
@@ -470,4 +470,4 @@ def test_calls_from_two_threads_at_once():
         for g in got:
             np.testing.assert_allclose(g, damped_waves(inputs[n], 2.0), rtol=1e-12)
     assert len(results) == len(inputs)
-    assert len(f._cache) == len(inputs)
+    assert len(f._spec.cache) == len(inputs)

@@ -1,5 +1,5 @@
 """The fast call path: a call whose arguments match a compiled specialisation goes
-straight to native code (``Jitted._fast``); every other call takes the general path and
+straight to native code (``Jitted._spec.fast``); every other call takes the general path and
 still returns what plain Python returns."""
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ def _fast(fn, *args):
     """Compile ``fn`` natively and check its second call takes the fast path."""
     jitted = pb.jit(fn, backend="c")
     first = jitted(*args)
-    assert jitted._fast is not None, "expected a fast entry after the first call"
+    assert jitted._spec.fast is not None, "expected a fast entry after the first call"
     return jitted, first
 
 
@@ -98,7 +98,7 @@ def _same(got, want):
 ])
 def test_fast_path_equals_python(fn, args):
     jitted, first = _fast(fn, *args)
-    assert (jitted._fast.nest is not None) == (fn is nested)  # results nested in Python
+    assert (jitted._spec.fast.nest is not None) == (fn is nested)  # results nested in Python
     _same(first, fn(*args))
     _same(jitted(*args), fn(*args))
     other = tuple(a * 3 if isinstance(a, np.ndarray) else a for a in args)
@@ -150,11 +150,11 @@ def repeat(n, x, scale):
 def test_python_scalars_a_specialisation_is_for_are_checked_on_the_fast_path():
     jitted, first = _fast(repeat, 3, X, 0.5)
     _same(first, repeat(3, X, 0.5))
-    assert jitted._fast.guard == (3, ((0, int, 3),))  # n is part of the specialisation
+    assert jitted._spec.fast.guard == (3, ((0, int, 3),))  # n is part of the specialisation
     _same(jitted(3, Y, 2.0), repeat(3, Y, 2.0))
     for n in (4, True, 3, 0, 4):  # another value, type: compiled (or found) again
         _same(jitted(n, X, 0.25), repeat(n, X, 0.25))
-    assert jitted._fast.guard[1] == ((0, int, 4),)
+    assert jitted._spec.fast.guard[1] == ((0, int, 4),)
     _same(jitted(4, X, 0.25), repeat(4, X, 0.25))
     with pytest.raises(TypeError):
         jitted(4, X)
@@ -201,7 +201,7 @@ def test_native_is_the_default_backend(monkeypatch):
     monkeypatch.delenv("PULLBACK_BACKEND", raising=False)
     jitted = pb.jit(add_one)
     _same(jitted(X), add_one(X))
-    assert jitted.backend == "c" and jitted._fast is not None
+    assert jitted.backend == "c" and jitted._spec.fast is not None
 
 
 def test_without_a_compiler_the_interpreter_runs(monkeypatch):
@@ -211,7 +211,7 @@ def test_without_a_compiler_the_interpreter_runs(monkeypatch):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # said once per process
         _same(jitted(X, 0.5), scaled_total(X, 0.5))
-    assert jitted.specialise(X, 0.5)[0].runner is None and jitted._fast is None
+    assert jitted.specialise(X, 0.5)[0].runner is None and jitted._spec.fast is None
 
 
 _THREADS_CHILD = """
@@ -279,14 +279,14 @@ def test_value_and_grad_and_other_pytrees_of_results_take_the_fast_path():
 
     vg = pb.jit(pb.value_and_grad(scaled_total, argnums=(0, 1)), backend="c")
     want = vg(X, 2.5)
-    assert vg._fast is not None
+    assert vg._spec.fast is not None
     got = vg(X, 2.5)
     assert type(got) is tuple and type(got[1]) is tuple
     _same(got, want)
     Pair = namedtuple("Pair", "total diff")
     jitted = pb.jit(lambda x, y: Pair(np.sum(x), {"b": x - y, "a": [x + y]}), backend="c")
     first = jitted(X, Y)
-    assert jitted._fast is not None
+    assert jitted._spec.fast is not None
     again = jitted(X, Y)
     assert type(again) is Pair and type(again.diff) is dict and list(again.diff) == ["b", "a"]
     _same(again.total, first.total)

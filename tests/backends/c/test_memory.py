@@ -237,7 +237,8 @@ def test_calls_and_threads_share_the_pool():
     inputs = [RNG.standard_normal((20000, 4)) for _ in range(6)]
     want = [big(x) for x in inputs]
     for x, w in zip(inputs * 2, want * 2, strict=True):
-        np.testing.assert_allclose(jitted(x), w, rtol=1e-13)
+        # tanh(...) * 2 + x cancels near zero: one ulp of the vector tanh shows there
+        np.testing.assert_allclose(jitted(x), w, rtol=1e-13, atol=1e-14)
     errors = []
 
     def worker(k):

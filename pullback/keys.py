@@ -1,0 +1,132 @@
+"""What makes two callables the same computation, so that compiled specialisations are
+shared between them: ``pb.grad(f)(x)`` built afresh in a loop, or ``pb.jit(lambda x:
+...)`` made on every call, finds what the first one compiled (as JAX's caches do).
+
+A function is its code, the values its closure cells hold and its defaults; a ``partial``
+its function and bound arguments; a bound method its function and object; a transform
+(``__pb_key__``) its kind, settings and the key of what it wraps.  Values are compared by
+value where Python can (hashable), plain containers by their items, anything else by
+identity: the key then holds the object, so its ``id`` cannot be reused while the key
+lives.
+"""
+
+from __future__ import annotations
+
+import functools
+import types
+import weakref
+from collections import OrderedDict
+from typing import Any
+
+
+class _Same:
+    """An object compared by identity, kept alive by the key that holds it."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj: Any):
+        self.obj = obj
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Same) and other.obj is self.obj
+
+    def __hash__(self) -> int:
+        return id(self.obj)
+
+
+def value_key(x: Any, seen: frozenset = frozenset()) -> Any:
+    """``x`` as a hashable key: equal keys for equal values, identity otherwise."""
+    if id(x) in seen:
+        return _Same(x)
+    if callable(x) and not isinstance(x, type):
+        return callable_key(x, seen)
+    if isinstance(x, (tuple, list)):
+        inner = seen | {id(x)}
+        return (type(x), tuple(value_key(v, inner) for v in x))
+    if type(x) is dict:
+        inner = seen | {id(x)}
+        try:
+            items = sorted(x.items(), key=lambda kv: repr(kv[0]))
+        except Exception:  # noqa: BLE001 (keys of mixed types: identity is still correct)
+            return _Same(x)
+        return (dict, tuple((value_key(k, inner), value_key(v, inner)) for k, v in items))
+    try:
+        hash(x)
+    except TypeError:
+        return _Same(x)
+    return (type(x), x)
+
+
+def callable_key(fn: Any, seen: frozenset = frozenset()) -> Any:
+    """The key of a callable (see the module docstring)."""
+    inner = seen | {id(fn)}
+    own = getattr(type(fn), "__pb_key__", None)
+    if own is not None:
+        return own(fn, lambda f: callable_key(f, inner))
+    if isinstance(fn, types.FunctionType):
+        cells = []
+        for cell in fn.__closure__ or ():
+            try:
+                cells.append(value_key(cell.cell_contents, inner))
+            except ValueError:  # an empty cell
+                cells.append(None)
+        return ("function", _Code(fn.__code__), id(fn.__globals__), tuple(cells),
+                value_key(fn.__defaults__, inner), value_key(fn.__kwdefaults__, inner))
+    if isinstance(fn, functools.partial):
+        return ("partial", callable_key(fn.func, inner), value_key(fn.args, inner),
+                value_key(fn.keywords, inner))
+    if isinstance(fn, types.MethodType):
+        return ("method", callable_key(fn.__func__, inner), value_key(fn.__self__, inner))
+    try:
+        hash(fn)
+    except TypeError:
+        return _Same(fn)
+    return ("object", fn)
+
+
+class _Code:
+    """A code object in a key, held weakly (see ``Registry``)."""
+
+    __slots__ = ("ref", "hash")
+
+    def __init__(self, code: types.CodeType):
+        self.ref = weakref.ref(code)
+        self.hash = id(code)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Code) and other.ref() is self.ref() is not None
+
+    def __hash__(self) -> int:
+        return self.hash
+
+
+def _codes(key: Any) -> list[types.CodeType]:
+    """The code objects named in a key."""
+    if isinstance(key, _Code):
+        code = key.ref()
+        return [] if code is None else [code]
+    if isinstance(key, tuple):
+        return [c for part in key for c in _codes(part)]
+    return []
+
+
+class Registry:
+    """Values per callable key, least recently used first out beyond ``size``.  An entry
+    also goes when a code object its key names is collected (a function defined inside
+    another that is gone), so keys never outlive the code they name."""
+
+    def __init__(self, size: int = 512):
+        self.size = size
+        self.entries: OrderedDict = OrderedDict()
+
+    def get(self, key: Any, make: Any) -> Any:
+        hit = self.entries.get(key)
+        if hit is not None:
+            self.entries.move_to_end(key)
+            return hit
+        value = self.entries[key] = make()
+        for code in _codes(key):
+            weakref.finalize(code, self.entries.pop, key, None)
+        while len(self.entries) > self.size:
+            self.entries.popitem(last=False)
+        return value
