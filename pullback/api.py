@@ -107,6 +107,7 @@ class Staged:
     writeback: list[int]  # leaf positions of arguments the function mutates
     runner: Callable[..., list] | None = None  # the compiled function (None: interpreter)
     staged_func: Func | None = None  # the IR as staged, before the optimisation passes
+    extra: int = 0  # parameters the staging added after the arguments' (see pb.vjp)
 
     def run(self, *inputs: Any) -> list:
         if self.runner is not None:
@@ -222,12 +223,13 @@ def _stage(fn: Callable, sig: Signature, name: str, stager: Stager, leaves: list
                 outputs.append(("static", x))
         writeback = []
         params = list(b.frame.params)
-        for (j, cell), param in zip(cells.items(), params, strict=True):
+        extra = len(params) - len(cells)
+        for (j, cell), param in zip(cells.items(), params[:len(cells)], strict=True):
             if cell.kind == "array" and cell.raw() is not param:
                 writeback.append(j)
                 results.append(cell.raw())
         func = b.finish(name, results)
-    return Staged(func, outputs, out_tree, writeback)
+    return Staged(func, outputs, out_tree, writeback, extra=extra)
 
 
 def _output(value: np.ndarray, spec: tuple, inputs: list) -> Any:
@@ -239,6 +241,22 @@ def _output(value: np.ndarray, spec: tuple, inputs: list) -> Any:
     if not value.flags.writeable or any(value is a for a in inputs):
         return value.copy()
     return value
+
+
+def run(staged: Staged, sig: Signature, extra: Sequence[Any] = ()) -> Any:
+    """Run a specialisation on the run-time leaves of a call's arguments (and on the
+    values of its ``extra`` parameters); its result, and the arguments it mutates
+    written back."""
+    leaves = sig.leaves[:-1]
+    inputs = [leaves[i] for i in sig.dynamic]
+    outs = staged.run(*inputs, *extra)
+    n = len(outs) - len(staged.writeback)
+    it = iter(outs[:n])
+    result = [_output(next(it), s, inputs) if s[0] == "dyn" else
+              leaves[s[1]] if s[0] == "arg" else s[1] for s in staged.outputs]
+    for i, value in zip(staged.writeback, outs[n:], strict=True):
+        np.copyto(leaves[i], value, casting="no")
+    return tree_unflatten(staged.out_tree, result)
 
 
 class FastEntry(NamedTuple):
@@ -438,18 +456,10 @@ class Jitted:
             if out is not NotImplemented:
                 return out if nest is None else nest(out)
         staged, sig = self.specialise(*args, **kwargs)
-        leaves = sig.leaves[:-1]
-        inputs = [leaves[i] for i in sig.dynamic]
-        outs = staged.run(*inputs)
-        n = len(outs) - len(staged.writeback)
-        it = iter(outs[:n])
-        result = [_output(next(it), s, inputs) if s[0] == "dyn" else
-                  leaves[s[1]] if s[0] == "arg" else s[1] for s in staged.outputs]
-        for i, value in zip(staged.writeback, outs[n:], strict=True):
-            np.copyto(leaves[i], value, casting="no")
+        result = run(staged, sig)
         if not kwargs:
             spec.fast = _fast_entry(staged, sig, args) or spec.fast
-        return tree_unflatten(staged.out_tree, result)
+        return result
 
     def __get__(self, obj: Any, objtype: Any = None) -> Any:
         return self if obj is None else functools.partial(self, obj)

@@ -435,12 +435,66 @@ def _stage_vjp(st: Stager, fn: Callable, primals: list, has_aux: bool) -> tuple:
     return where, out, aux, outs, backward
 
 
-def _stage_vjp_of(st: Stager, fn: Callable, primals: tuple, ct: Any, has_aux: bool) -> Any:
-    """Cotangents of ``primals`` for the result's cotangent ``ct``: forward and backward
-    in one staged function."""
-    where, out, _, outs, backward = _stage_vjp(st, fn, list(primals), has_aux)
-    cts = backward(_out_cts(where.sub, outs, out, ct))
-    return where.grads(range(len(primals)), cts, single=False)
+class _PythonVJP:
+    """``pb.vjp(fn, *primals)`` called from plain Python: one specialisation per signature
+    of the primals runs the forward and the backward pass, the result's cotangent being
+    parameters added after the primals' (typed by the result, so nothing is staged
+    twice).  The result comes from a call with zero cotangents; ``vjp_fn(ct)`` calls it
+    again with ``ct``."""
+
+    def __init__(self, fn: Callable, has_aux: bool):
+        from .api import Jitted
+
+        self.fn, self.has_aux = fn, has_aux
+        self.__name__ = f"vjp_{getattr(fn, '__name__', 'f')}"
+        self.__signature__ = inspect.Signature(
+            [inspect.Parameter("primals", inspect.Parameter.VAR_POSITIONAL)])
+        self.jitted = Jitted(self, (), None)
+
+    def __pb_stage__(self, st: Stager, args: list, kwargs: dict) -> Any:
+        where, out, aux, outs, backward = _stage_vjp(st, self.fn, args, self.has_aux)
+        pos = {id(a): i for i, a in enumerate(outs)}
+        cts: list[Atom | None] = [None] * len(outs)
+        for o in tree_flatten(out)[0]:
+            if _is_float(o):
+                t = o.type
+                cts[pos[id(o.raw())]] = fit(current().param(TensorType(t.shape, t.dtype)), t)
+        grads = where.grads(range(len(args)), backward(cts), single=False)
+        return out, aux, grads
+
+    def __call__(self, *primals: Any) -> tuple:
+        from .api import run
+
+        def copied() -> tuple:  # fn may write to its arguments; the caller's stay as they are
+            return tree_map(lambda x: x.copy() if isinstance(x, np.ndarray) else x, primals)
+
+        staged, sig = self.jitted.specialise(*copied())
+        extra = staged.func.in_types[len(staged.func.in_types) - staged.extra:]
+        out, aux, _ = run(staged, sig, [np.zeros(t.shape, t.dtype.np) for t in extra])
+
+        def vjp_fn(ct: Any) -> tuple:
+            c_leaves, c_tree = tree_flatten(ct)
+            o_leaves, o_tree = tree_flatten(out)
+            if c_tree != o_tree:
+                raise ValueError(f"vjp: the cotangent has structure {c_tree}, the result "
+                                 f"{o_tree}")
+            given = [np.asarray(c, t.dtype.np) for o, c, t in
+                     zip([o for o in o_leaves if _is_float_value(o)],
+                         [c for o, c in zip(o_leaves, c_leaves, strict=True)
+                          if _is_float_value(o)], extra, strict=True)]
+            for c, t in zip(given, extra, strict=True):
+                if c.shape != t.shape:
+                    raise ValueError(f"vjp: a cotangent of shape {c.shape} for a result of "
+                                     f"shape {t.shape}")
+            return run(staged, sig, given)[2]
+
+        return (out, vjp_fn, aux) if self.has_aux else (out, vjp_fn)
+
+
+def _is_float_value(x: Any) -> bool:
+    """A result leaf that has a cotangent: a float array, NumPy float or Python float."""
+    return isinstance(x, float) or (isinstance(x, (np.ndarray, np.generic))
+                                    and x.dtype.kind == "f")
 
 
 class _VJP:
@@ -449,22 +503,11 @@ class _VJP:
     ``(out, aux)`` and ``vjp`` returns ``(out, vjp_fn, aux)``.
 
     Inside staged code the backward pass reads the forward pass's residuals.  From plain
-    Python, ``vjp_fn`` runs the forward pass again with the backward pass."""
+    Python, ``vjp_fn`` runs the forward pass again with the backward pass (one compiled
+    function does both, see ``_PythonVJP``)."""
 
     def __call__(self, fn: Callable, *primals: Any, has_aux: bool = False) -> tuple:
-        from .api import jit
-
-        def copied() -> Any:  # fn may write to its arguments; the caller's stay as they are
-            return tree_map(lambda x: x.copy() if isinstance(x, np.ndarray) else x, primals)
-
-        value = _cached(fn, ("jit",), lambda: jit(fn))(*copied())
-        primals = copied()
-        out, aux = _loss(value, has_aux, "pb.vjp")
-        backward = _cached(fn, ("vjp", has_aux), lambda: _Helper(
-            f"vjp_{getattr(fn, '__name__', 'f')}",
-            lambda st, p, ct: _stage_vjp_of(st, fn, p, ct, has_aux)))
-        vjp_fn = functools.partial(backward, tuple(primals))
-        return (out, vjp_fn, aux) if has_aux else (out, vjp_fn)
+        return _cached(fn, ("vjp", has_aux), lambda: _PythonVJP(fn, has_aux))(*primals)
 
     def __pb_stage__(self, st: Stager, args: list, kwargs: dict) -> tuple:
         fn, *primals = args

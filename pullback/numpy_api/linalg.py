@@ -590,7 +590,7 @@ def matrix_transpose(x: Any, /) -> Atom:
 
 
 def _sqrt_sum_squares(x: Atom, axes: Sequence[int]) -> Atom:
-    return E.sqrt(_total(E.mul(x, x), axes))
+    return E.norm_root(_total(E.mul(x, x), axes))  # derivative 0 at 0, as abs
 
 
 def _vector_norm(x: Atom, ord: Any, axis: int) -> Atom:
@@ -608,7 +608,7 @@ def _vector_norm(x: Atom, ord: Any, axis: int) -> Atom:
     if ord == 1:
         return _total(E.abs_(x), (axis,))
     powered = _total(E.pow_(E.abs_(x), _const(ord, dt)), (axis,))
-    return E.pow_(powered, Lit(np.reciprocal(np.asarray(ord, dt.np))))
+    return E.norm_root(powered, Lit(np.reciprocal(np.asarray(ord, dt.np))))
 
 
 def _matrix_norm(x: Atom, ord: Any, rows: int, cols: int) -> Atom:

@@ -348,7 +348,9 @@ def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=Tru
 @method("std")
 def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=True,
         mean=_NoValue, correction=_NoValue):
-    return E.sqrt(_var("std", a, axis, dtype, out, ddof, keepdims, where, mean, correction))
+    # constant data is a kink (std of [x, y] is |x - y| / 2): derivative 0 there, as abs
+    return E.norm_root(_var("std", a, axis, dtype, out, ddof, keepdims, where, mean,
+                            correction))
 
 
 # -- average, median ------------------------------------------------------------------
@@ -604,8 +606,8 @@ def nanvar(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=
 @register(np.nanstd)
 def nanstd(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=True,
            mean=_NoValue, correction=_NoValue):
-    return E.sqrt(_nan_var("nanstd", a, axis, dtype, out, ddof, keepdims, where, mean,
-                           correction))
+    return E.norm_root(_nan_var("nanstd", a, axis, dtype, out, ddof, keepdims, where, mean,
+                                correction))
 
 
 def _nan_extreme(prim: Op, fill: float, a, axis, keepdims) -> Atom:

@@ -290,21 +290,30 @@ def _hypot(*xs: Atom) -> Atom:
     an infinity wins over a NaN (C's hypot)."""
     mags = [E.abs_(x) for x in xs]
     big = reduce(E.max_, mags)
-    scale = E.select(E.eq(big, _lit(0, big)), _lit(1, big), big)
+    at_zero = E.eq(big, _lit(0, big))
+    scale = E.select(at_zero, _lit(1, big), big)
     total = reduce(E.add, [E.mul(r, r) for r in (E.div(m, scale) for m in mags)])
+    # total >= 1 but at the origin, where 1 keeps sqrt's inf out of the derivative: it is
+    # then that of big, 0 (abs's choice, and jnp.hypot's), not 0 * inf
+    total = E.select(at_zero, _lit(1, total), total)
     any_inf = reduce(E.or_, [_isinf(m) for m in mags])
     return E.select(any_inf, _lit(math.inf, big), E.mul(big, E.sqrt(total)))
 
 
 def _logaddexp(x: Atom, y: Atom, base2: bool = False) -> Atom:
     d = E.sub(x, y)
-    tail = E.neg(E.abs_(d))
+    # max(x, y) and -|d| by one select each, as NumPy branches: at a tie both pick y and
+    # d, so the result is y + log1p(exp(x - y)), smooth there (max and abs would put two
+    # kinks that cancel, and second derivatives would miss the curvature between them)
+    first = E.gt(d, _lit(0, d))
+    top = E.select(first, x, y)
+    tail = E.select(first, E.neg(d), d)
     if base2:
         soft = E.mul(E.log1p(E.pow_(_lit(2, tail), tail)), _lit(1 / math.log(2), tail))
     else:
         soft = E.log1p(E.exp(tail))
     # equal infinities give d = NaN: their sum is the answer (and NaNs stay NaN)
-    return E.select(_isnan(d), E.add(x, y), E.add(E.max_(x, y), soft))
+    return E.select(_isnan(d), E.add(x, y), E.add(top, soft))
 
 
 def _logaddexp2(x: Atom, y: Atom) -> Atom:
@@ -331,8 +340,14 @@ _rad2deg = _angle(180, math.pi)
 
 
 def _sinc(x: Atom) -> Atom:
-    y = E.mul(_lit(math.pi, x), E.select(E.eq(x, _lit(0, x)), _lit(1e-20, x), x))
-    return E.div(E.sin(y), y)
+    at_zero = E.eq(x, _lit(0, x))
+    y = E.mul(_lit(math.pi, x), E.select(at_zero, _lit(1, x), x))
+    # at 0, 1 - z^2/6 + z^4/120 (z = pi x): 1 as NumPy, and the derivatives of sinc there
+    # up to the fourth (a constant would make them all 0, sinc''(0) = -pi^2/3 included)
+    z = E.mul(_lit(math.pi, x), x)
+    z2 = E.mul(z, z)
+    taylor = E.add(_lit(1, x), E.mul(z2, E.add(_lit(-1 / 6, x), E.mul(z2, _lit(1 / 120, x)))))
+    return E.select(at_zero, taylor, E.div(E.sin(y), y))
 
 
 def _negative(x: Atom) -> Atom:
@@ -778,8 +793,11 @@ def _c_pow(a: Atom, b: Atom) -> Atom:
     """C's ``pow``, which Python uses: NumPy's power takes a square root for an exponent of
     0.5, and so gives NaN for -inf and -0.0 for -0.0 where C gives inf and 0.0."""
     r = E.pow_(a, b)
-    sqrt_differs = E.or_(E.eq(a, _lit(0, a)), E.eq(a, _lit(-math.inf, a)))
-    return E.select(E.and_(E.eq(b, _lit(0.5, b)), sqrt_differs), E.abs_(a), r)
+    half = E.eq(b, _lit(0.5, b))
+    # + 0.0 turns -0.0 into 0.0 and keeps pow's derivative at 0 (inf, as sqrt's); abs(a)
+    # there would leave pow a zero cotangent, and 0 * inf is NaN
+    r = E.select(E.and_(half, E.eq(a, _lit(0, a))), E.add(r, _lit(0.0, r)), r)
+    return E.select(E.and_(half, E.eq(a, _lit(-math.inf, a))), _lit(math.inf, r), r)
 
 
 def _py_float_pow(a: Atom, b: Atom) -> Atom:

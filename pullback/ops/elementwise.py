@@ -5,9 +5,18 @@ same shape or shape ``()`` — a scalar operand is broadcast, anything more gene
 through an explicit ``broadcast_in_dim``.  A result is weak only when every operand is.
 
 Derivatives: a unary op declares ``deriv(x, y)``, the derivative of ``y = f(x)``; a
-binary op declares ``partials(x, y, out)``, the two partial derivatives (``None`` for
-one that is zero).  The jvp and vjp rules follow from them; piecewise-constant ops
-(floor, sign, comparisons ...) have zero derivatives, as in other NumPy-based AD tools.
+binary op declares ``partials(x, y, out, need)``, the two partial derivatives (``None``
+for one that is zero), where ``need`` marks the operands that are differentiated: a
+partial with singularities of its own (pow's ``out * log x``) is built only for them, so
+a constant operand's term never meets a zero and makes NaN in a derivative of the
+derivative.  The jvp and vjp rules follow from them; piecewise-constant ops (floor,
+sign, comparisons ...) have zero derivatives, as in other NumPy-based AD tools.
+
+At points where a derivative is infinite or undefined, rules follow JAX: sqrt, cbrt, log
+... give inf at their singular points, abs and sign give 0 at 0, max/min split ties
+evenly, atan2 gives NaN at (0, 0).  Where a rule picks between formulas with ``select``,
+the untaken formula is evaluated at a safe operand too, because a derivative of the
+derivative sends it a zero cotangent, and zero times an infinite partial is NaN.
 """
 
 from __future__ import annotations
@@ -86,14 +95,17 @@ def unary(name: str, fn, kinds: str = "f", deriv=None) -> Op:
 
 
 def _binary_rules(partials):
-    """jvp and vjp of ``out = f(x, y)`` from ``partials(x, y, out) -> (dx, dy)``."""
+    """jvp and vjp of ``out = f(x, y)`` from ``partials(x, y, out, need) -> (dx, dy)``,
+    which builds at least the partials that ``need`` marks: those of the operands with a
+    tangent (in the vjp: those that are not literals)."""
     if partials is None:
         return zero_jvp, zero_vjp
 
     def jvp(primals, tangents, outs):
-        terms = [_scaled(t, d) for t, d in zip(tangents, partials(*primals, outs[0]),
-                                               strict=True)
-                 if t is not None and d is not None]
+        need = [t is not None for t in tangents]
+        ds = partials(*primals, outs[0], need)
+        terms = [_scaled(t, d) for t, d, n in zip(tangents, ds, need, strict=True)
+                 if n and d is not None]
         total = terms[0] if terms else None
         for term in terms[1:]:
             total = add(total, term)
@@ -101,8 +113,10 @@ def _binary_rules(partials):
 
     def vjp(primals, outs, cts):
         (ct,) = cts
-        return [None if d is None else sum_to(_scaled(ct, d), x.type)
-                for x, d in zip(primals, partials(*primals, outs[0]), strict=True)]
+        need = [not isinstance(x, Lit) for x in primals]
+        ds = partials(*primals, outs[0], need)
+        return [None if d is None or not n else sum_to(_scaled(ct, d), x.type)
+                for x, d, n in zip(primals, ds, need, strict=True)]
 
     return jvp, vjp
 
@@ -157,24 +171,42 @@ def _erf_deriv(x, sign_):
     return mul(const(sign_ * 2 / math.sqrt(math.pi), x.type), exp(neg(mul(x, x))))
 
 
-def _pow_partials(x, y, out):
-    """d/dx = y x^(y-1) (0 where y == 0, also at x == 0); d/dy = out log x (0 where x == 0,
-    the limit along y > 0)."""
-    zero = const(0, x.type)
-    dx = select(eq(y, zero), zeros(out.type),
-                mul(y, pow_(x, sub(y, const(1, y.type)))))
-    dy = select(eq(x, zero), zeros(out.type), mul(out, log(x)))
-    return dx, dy
+def _pow_dx(x, y, out):
+    """y x^(y-1), and 0 where y == 0 (also at x == 0, where y x^(y-1) is 0 * inf).  There
+    the untaken formula gets the exponent 1, so that its own derivatives stay finite."""
+    if isinstance(y, Lit) and np.all(y.value != 0):  # a constant exponent: no selects
+        return mul(y, pow_(x, sub(y, const(1, y.type))))
+    is_zero = eq(y, const(0, y.type))
+    safe_y = select(is_zero, const(1, y.type), y)
+    return select(is_zero, zeros(out.type), mul(safe_y, pow_(x, sub(safe_y, const(1, y.type)))))
+
+
+def _pow_dy(x, y, out):
+    """out log|x|, and 0 where x == 0 (the limit along y > 0; JAX's choice too).
+
+    For x < 0, NumPy's x**y is real only for integer y, where its sign is (-1)^y; the rule
+    holds that sign fixed, which makes this out log|x|: finite where out is, NaN only
+    where out is NaN, and the mixed second derivatives agree.  (JAX takes log x, NaN,
+    which zero tangents then spread over a whole Hessian; TensorFlow takes 0.)"""
+    is_zero = eq(x, const(0, x.type))
+    safe_x = select(is_zero, const(1, x.type), x)
+    return select(is_zero, zeros(out.type), mul(out, log(abs_(safe_x))))
+
+
+def _pow_partials(x, y, out, need):
+    return (_pow_dx(x, y, out) if need[0] else None, _pow_dy(x, y, out) if need[1] else None)
 
 
 def _pick(cmp, x, y):
-    """Partials of max/min: the chosen operand gets the derivative, ties split it."""
+    """Partials of max/min: the chosen operand gets the derivative, ties split it evenly
+    (JAX's choice)."""
     half = const(0.5, x.type)
     wx = select(cmp(x, y), const(1, x.type), select(eq(x, y), half, const(0, x.type)))
     return wx, sub(const(1, x.type), wx)
 
 
 def _atan2_partials(y, x):
+    """At (0, 0): 0 / 0, NaN, as JAX (no direction is the derivative there)."""
     r2 = add(mul(x, x), mul(y, y))
     return div(x, r2), neg(div(y, r2))
 
@@ -216,17 +248,21 @@ erfc = unary("erfc", _from_math(math.erfc), deriv=lambda x, y: _erf_deriv(x, -1)
 not_ = unary("not", _not, "bi")
 
 # binary arithmetic
-add = binary("add", np.add, partials=lambda x, y, out: (const(1, x.type), const(1, y.type)))
-sub = binary("sub", np.subtract, partials=lambda x, y, out: (const(1, x.type), const(-1, y.type)))
-mul = binary("mul", np.multiply, partials=lambda x, y, out: (y, x))
-div = binary("div", np.true_divide, "f", partials=lambda x, y, out: (_recip(y), neg(div(out, y))))
+add = binary("add", np.add,
+             partials=lambda x, y, out, need: (const(1, x.type), const(1, y.type)))
+sub = binary("sub", np.subtract,
+             partials=lambda x, y, out, need: (const(1, x.type), const(-1, y.type)))
+mul = binary("mul", np.multiply, partials=lambda x, y, out, need: (y, x))
+div = binary("div", np.true_divide, "f",
+             partials=lambda x, y, out, need: (_recip(y), neg(div(out, y))))
 floordiv = binary("floordiv", np.floor_divide)
 mod = binary("mod", np.remainder,
-             partials=lambda x, y, out: (const(1, x.type), neg(floordiv(x, y))))
-pow_ = binary("pow", np.power, partials=lambda x, y, out: _pow_partials(x, y, out))
-max_ = binary("max", np.maximum, "bif", partials=lambda x, y, out: _pick(gt, x, y))
-min_ = binary("min", np.minimum, "bif", partials=lambda x, y, out: _pick(lt, x, y))
-atan2 = binary("atan2", np.arctan2, "f", partials=lambda y, x, out: _atan2_partials(y, x))
+             partials=lambda x, y, out, need: (const(1, x.type), neg(floordiv(x, y))))
+pow_ = binary("pow", np.power, partials=_pow_partials)
+max_ = binary("max", np.maximum, "bif", partials=lambda x, y, out, need: _pick(gt, x, y))
+min_ = binary("min", np.minimum, "bif", partials=lambda x, y, out, need: _pick(lt, x, y))
+atan2 = binary("atan2", np.arctan2, "f",
+               partials=lambda y, x, out, need: _atan2_partials(y, x))
 and_ = binary("and", np.bitwise_and, "bi")
 or_ = binary("or", np.bitwise_or, "bi")
 xor = binary("xor", np.bitwise_xor, "bi")
@@ -307,3 +343,15 @@ convert = Op(
     jvp=_convert_jvp,
     vjp=_convert_vjp,
 )
+
+
+def norm_root(s, inverse_p=None):
+    """``sqrt(s)`` (``s ** inverse_p``) of a sum ``s`` of squares (p-th powers) of
+    magnitudes: a norm, a standard deviation.  At ``s == 0`` such a function has a kink,
+    like abs at 0, and its derivative there is 0, abs's (and jnp.hypot's) choice, instead
+    of the root's inf times the sum's zero derivative, NaN.  The root gets a safe operand
+    there too (see the module docstring)."""
+    at_zero = eq(s, const(0, s.type))
+    safe = select(at_zero, const(1, s.type), s)
+    root = sqrt(safe) if inverse_p is None else pow_(safe, inverse_p)
+    return select(at_zero, const(0, s.type), root)
