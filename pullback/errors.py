@@ -10,8 +10,9 @@ from __future__ import annotations
 import contextlib
 import inspect
 import linecache
+import os
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -113,16 +114,30 @@ def mark_users(e: BaseException) -> None:
         pass
 
 
+def users_call(fn: Callable, *args: Any, **kwargs: Any) -> Any:
+    """``fn(*args, **kwargs)`` run by Python at compile time on the program's own values:
+    what it raises is the program's exception, which plain execution raises too."""
+    try:
+        return fn(*args, **kwargs)
+    except CompileError:
+        raise
+    except Exception as e:
+        mark_users(e)
+        raise
+
+
 _PACKAGE = str(Path(__file__).resolve().parent)
-_NUMPY_RULES = (f"{_PACKAGE}/numpy_api/", f"{_PACKAGE}/ops/")
 
 
 def _is_users(e: BaseException) -> bool:
     """Whether a Python exception raised while compiling is one a user may see: the
-    program's own (``mark_users``), one pullback raises on purpose (a ``raise`` in its
-    code, as plain Python or NumPy would raise it: not an ``internal:`` one), or NumPy's
-    answer to bad arguments given to a NumPy function."""
+    program's own (raised in ``users_call``), one pullback raises on purpose (a
+    ``raise`` in its code, as plain Python or NumPy would raise it, not an ``internal:``
+    one), or NumPy's answer to what the program gave a NumPy function (an exception of
+    NumPy's, or one raised in NumPy's code)."""
     if getattr(e, "_pullback_user", False):
+        return True
+    if type(e).__module__.split(".")[0] == "numpy":
         return True
     frames = [(frame.f_code.co_filename, line)
               for frame, line in traceback.walk_tb(e.__traceback__)]
@@ -130,13 +145,10 @@ def _is_users(e: BaseException) -> bool:
     if not ours:
         return True  # raised before entering pullback
     k = ours[-1]
-    file, line = frames[k]
-    text = linecache.getline(file, line).strip()
-    if k == len(frames) - 1 and text.startswith("raise"):
-        return not str(e).startswith("internal")
-    numpys = any("numpy" in f for f, _ in frames[k + 1:]) or "np." in text
-    return isinstance(e, (ValueError, TypeError, IndexError)) and numpys and \
-        file.startswith(_NUMPY_RULES)
+    if k == len(frames) - 1:
+        text = linecache.getline(*frames[k]).strip()
+        return text.startswith("raise") and not str(e).startswith("internal")
+    return any(f"{os.sep}numpy{os.sep}" in file for file, _ in frames[k + 1:])
 
 
 def _where(fn: Any) -> str:

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import CompileError, ConcretizationError, UnsupportedError
+from ..errors import CompileError, ConcretizationError, UnsupportedError, users_call
 from ..ir.builder import Builder, current, declare_func
 from ..ir.core import Lit
 from ..ir.types import bool_, float64, int64
@@ -24,7 +24,7 @@ from ..ops import control as C
 from ..ops import elementwise as E
 from ..tree import tree_flatten, tree_unflatten
 from .iteration import Counted, enumerate_counted, range_counted, reversed_counted, zip_counted
-from .lowering import concrete, has_ref, lift, lower, native
+from .lowering import concrete, has_ref, lift, lower
 from .regions import Bottom
 from .scope import DEAD, RETURNED, RETVAL, Frame, stores
 from .source import Source, function_source
@@ -146,7 +146,7 @@ class CallMixin:
         if staging is not None:  # pullback's own transforms (grad, jvp, ...)
             return staging(fn, self, args, kwargs)
         if _from_pullback(fn) and not (has_ref(args) or has_ref(kwargs)):
-            return self.adopt(native(fn, *args, **kwargs))  # pb.grad(f), pb.custom_vjp(f) ...
+            return self.adopt(users_call(fn, *args, **kwargs))  # pb.grad(f), pb.custom_vjp(f) ...
         if isinstance(fn, StagedFunction):
             return self.stage_call(fn, args, kwargs)
         if isinstance(fn, functools.partial):
@@ -163,7 +163,7 @@ class CallMixin:
         dynamic = has_ref(args) or has_ref(kwargs)
         if mapping is not None:
             if not dynamic and getattr(fn, "__module__", None) in _NATIVE_MODULES:
-                return self.adopt(native(fn, *args, **kwargs))
+                return self.adopt(users_call(fn, *args, **kwargs))
             view = call_view_function(fn, args, kwargs)
             if view is not None:
                 return view
@@ -177,7 +177,7 @@ class CallMixin:
             module = getattr(fn, "__module__", "") or ""
             if module.split(".")[0] in ("numpy", "scipy"):
                 if not dynamic:
-                    return self.adopt(native(fn, *args, **kwargs))
+                    return self.adopt(users_call(fn, *args, **kwargs))
                 raise UnsupportedError(
                     f"{module}.{fn.__qualname__} is not supported by pullback",
                     hint="see docs/numpy_coverage.md for the supported functions")
@@ -188,7 +188,7 @@ class CallMixin:
                 self.check_mutable(owner, f".{fn.__name__}()")
             if fn.__name__ in ("index", "count", "remove") and dynamic:
                 raise UnsupportedError(f"list.{fn.__name__} compares arrays elementwise")
-            return self.adopt(native(fn, *args, **kwargs))
+            return self.adopt(users_call(fn, *args, **kwargs))
         user_call = inspect.getattr_static(type(fn), "__call__", None)
         if isinstance(user_call, types.FunctionType):
             return self.call(user_call, [fn, *args], kwargs, node)
@@ -203,7 +203,7 @@ class CallMixin:
                 f"{name} has no Python source, so it cannot be called on run-time values",
                 hint="use a NumPy function pullback supports (docs/numpy_coverage.md) or a "
                 "Python function")
-        return self.adopt(native(fn, *args, **kwargs))
+        return self.adopt(users_call(fn, *args, **kwargs))
 
     def call_method(self, m: RefMethod, args: list, kwargs: dict) -> Any:
         view = call_view_method(m.ref, m.name, args, kwargs)
@@ -220,7 +220,7 @@ class CallMixin:
     def construct(self, cls: type, args: list, kwargs: dict) -> Any:
         dynamic = has_ref(args) or has_ref(kwargs)
         if issubclass(cls, BaseException):
-            return native(cls, *args, **kwargs)
+            return users_call(cls, *args, **kwargs)
         if cls in (list, tuple) and args:
             out = self.unroll(args[0], None)
             return self.new(list(out)) if cls is list else tuple(out)
@@ -249,7 +249,7 @@ class CallMixin:
             raise UnsupportedError(
                 f"{cls.__qualname__} has no Python source, so it cannot be given run-time "
                 "values", hint="use a dataclass, a NamedTuple or a plain class")
-        return self.new(native(cls, *args, **kwargs))
+        return self.new(users_call(cls, *args, **kwargs))
 
     # -- user functions ---------------------------------------------------------------
 
@@ -556,7 +556,7 @@ def _len(st, x) -> int:
 
 def _range(st, *args) -> Any:
     if not has_ref(args):
-        return range(*args)
+        return users_call(range, *args)
     for a in args:
         if isinstance(a, Ref) and not a.type.dtype.is_int and not a.type.dtype.is_bool:
             raise TypeError(f"'{a.type.dtype.name}' object cannot be interpreted as an "

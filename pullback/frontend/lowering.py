@@ -6,29 +6,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, ItemsView, KeysView, ValuesView
+from collections.abc import ItemsView, KeysView, ValuesView
 from typing import Any
 
 import numpy as np
 
-from ..errors import CompileError, ConcretizationError, Loc, mark_users
+from ..errors import ConcretizationError, Loc
 from ..ir.core import Lit, Var
 from ..tree import tree_leaves
 from .values import DynStr, Ref, lit_ref
 
 _VIEWS = (KeysView, ValuesView, ItemsView, set, frozenset)
-
-
-def native(fn: Callable, *args: Any, **kwargs: Any) -> Any:
-    """``fn(*args, **kwargs)`` run by Python at compile time on the program's own values:
-    what it raises is the program's exception, which plain execution raises too."""
-    try:
-        return fn(*args, **kwargs)
-    except CompileError:
-        raise
-    except Exception as e:
-        mark_users(e)
-        raise
 
 
 def annotate(e: BaseException, loc: Loc) -> None:

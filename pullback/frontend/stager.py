@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import CompileError, ConcretizationError, Loc, UnsupportedError
+from ..errors import CompileError, ConcretizationError, Loc, UnsupportedError, users_call
 from ..ir.builder import current
 from ..ir.core import Atom, Lit
 from ..ir.types import bool_
@@ -26,7 +26,7 @@ from ..ops import elementwise as E
 from ..ops import shape as S
 from .calls import CallMixin
 from .control import ControlMixin
-from .lowering import annotate, concrete, has_ref, lift, lower, native
+from .lowering import annotate, concrete, has_ref, lift, lower
 from .scope import Frame, defined_flag
 from .source import Source
 from .statements import StatementMixin
@@ -190,7 +190,7 @@ class Stager(StatementMixin, ControlMixin, CallMixin):
                 raise UnsupportedError(f"operator {SYMBOL.get(name, name)} on arrays is not "
                                        "supported", hint="use np.left_shift/np.right_shift")
             return lift(fn(lower(a), lower(b)))
-        return self.adopt(native(getattr(operator, name), a, b))
+        return self.adopt(users_call(getattr(operator, name), a, b))
 
     def expr_BinOp(self, node: ast.BinOp) -> Any:
         return self.binop(BINOPS[type(node.op)], self.eval(node.left), self.eval(node.right))
@@ -202,7 +202,7 @@ class Stager(StatementMixin, ControlMixin, CallMixin):
         name = UNARY[type(node.op)]
         if isinstance(v, Ref):
             return lift(OPERATORS[name](v.get()))
-        return self.adopt(native(getattr(operator, name), v))
+        return self.adopt(users_call(getattr(operator, name), v))
 
     def not_(self, t: bool | Atom) -> Any:
         return (not t) if isinstance(t, bool) else Ref(convert(E.not_(t), bool_, True))
@@ -258,7 +258,7 @@ class Stager(StatementMixin, ControlMixin, CallMixin):
                 raise UnsupportedError(
                     "`in` on arrays compares elementwise and is ambiguous here",
                     hint="use np.any(x == v) or np.isin")
-            return native(operator.contains, b, a) == isinstance(op, ast.In)
+            return users_call(operator.contains, b, a) == isinstance(op, ast.In)
         return self.binop(COMPARE[type(op)], a, b)
 
     def expr_Compare(self, node: ast.Compare) -> Any:
@@ -303,7 +303,7 @@ class Stager(StatementMixin, ControlMixin, CallMixin):
         prop = getattr(type(obj), name, None)
         if isinstance(prop, property) and prop.fget is not None and not isinstance(obj, type):
             return self.call(prop.fget, [obj], {})
-        return self.adopt(native(getattr, obj, name))
+        return self.adopt(users_call(getattr, obj, name))
 
     def expr_Subscript(self, node: ast.Subscript) -> Any:
         return self.getitem(self.eval(node.value), self.eval(node.slice))
@@ -318,7 +318,7 @@ class Stager(StatementMixin, ControlMixin, CallMixin):
                 raise ConcretizationError(
                     f"an index into a Python {type(obj).__name__} must be known at compile "
                     "time", hint="use an array (np.stack the items) to index with data")
-        return self.adopt(native(operator.getitem, obj, idx))
+        return self.adopt(users_call(operator.getitem, obj, idx))
 
     def index_array(self, ref: Ref, idx: Any) -> Ref:
         return index_view(ref, idx)

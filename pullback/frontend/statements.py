@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import CompileError, ConcretizationError, UnsupportedError
+from ..errors import CompileError, ConcretizationError, UnsupportedError, users_call
 from ..ir.builder import current
 from ..ir.core import Lit
 from ..ir.types import bool_, type_of_value
@@ -19,7 +19,7 @@ from ..numpy_api.core import convert
 from ..ops import control as C
 from .control import ForForm, WhileForm
 from .iteration import Counted
-from .lowering import annotate, has_ref, lower, native
+from .lowering import annotate, has_ref, lower
 from .scope import BROKE, CONTINUED, DEAD, RETURNED, RETVAL, loop_stores
 from .values import DynStr, Ref
 
@@ -119,7 +119,7 @@ class StatementMixin:
                 if isinstance(obj, Ref):
                     raise ValueError("cannot delete array elements")
                 self.check_mutable(obj, "deleting items")
-                native(operator.delitem, obj, self.static_value(self.eval(t.slice), "an index"))
+                users_call(operator.delitem, obj, self.static_value(self.eval(t.slice), "an index"))
             else:
                 raise UnsupportedError("del of attributes cannot be compiled")
 
@@ -244,7 +244,7 @@ class StatementMixin:
             if isinstance(obj, Ref):
                 raise UnsupportedError(f"cannot set ndarray attribute .{target.attr}")
             self.check_mutable(obj, f"setting .{target.attr}")
-            native(setattr, obj, target.attr, value)
+            users_call(setattr, obj, target.attr, value)
         elif isinstance(target, ast.Starred):
             raise SyntaxError("starred assignment target must be in a list or tuple")
         else:
@@ -287,7 +287,7 @@ class StatementMixin:
         if has_ref(idx):
             idx = self.static_value(idx, f"an index into a Python {type(obj).__name__}")
         self.check_mutable(obj, "item assignment")
-        native(operator.setitem, obj, idx, value)
+        users_call(operator.setitem, obj, idx, value)
 
     def stmt_AugAssign(self, node: ast.AugAssign) -> None:
         from .stager import BINOPS
@@ -306,7 +306,7 @@ class StatementMixin:
             obj = self.eval(t.value)
             new = self.inplace(name, self.getattr(obj, t.attr), self.eval(node.value))
             self.check_mutable(obj, f"setting .{t.attr}")
-            native(setattr, obj, t.attr, new)
+            users_call(setattr, obj, t.attr, new)
         else:
             raise UnsupportedError("unsupported augmented assignment target")
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import users_call
 from ..ir.core import Atom, Lit
 from ..numpy_api import ATTRIBUTES, CALLABLES, METHODS, OPERATORS
 from ..numpy_api.manip import reshape_to
@@ -58,7 +59,8 @@ def index_view(ref: Ref, idx: Any) -> Ref:
 
 def _scatter_back(shape: tuple[int, ...], native: Callable[[np.ndarray], np.ndarray]
                   ) -> Callable[[Atom, Atom], Atom]:
-    positions = np.asarray(native(np.arange(int(np.prod(shape))).reshape(shape))).ravel()
+    positions = np.asarray(users_call(native, np.arange(int(np.prod(shape))).reshape(shape)))
+    positions = positions.ravel()
     flat = Lit(positions.astype(np.int64))
 
     def bwd(base: Atom, new: Atom) -> Atom:

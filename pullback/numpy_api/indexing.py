@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ShapeError, UnsupportedError
+from ..errors import ShapeError, UnsupportedError, users_call
 from ..ir.core import Atom, Lit, Var
 from ..ir.types import broadcast_shapes, int64
 from ..ops import control as C
@@ -164,7 +164,7 @@ def _expand_ellipsis(items: list, ndim: int) -> list:
 
 
 def _slice_entry(s: slice, size: int) -> _Slice:
-    picked = range(*s.indices(size))
+    picked = range(*users_call(s.indices, size))  # TypeError for float bounds, as NumPy
     if len(picked) <= 1:
         return _Slice(picked[0] if picked else 0, len(picked), 1, False)
     return _Slice(min(picked[0], picked[-1]), len(picked), abs(picked.step), picked.step < 0)
