@@ -108,7 +108,7 @@ class ControlMixin:
         ref_slots = []
         for r in sorted(writes, key=lambda r: r.serial):
             atoms = [e.writes.get(r, r.raw()) for e in live]
-            if all(a is atoms[0] for a in atoms):
+            if all(a is r.raw() for a in atoms):  # (one live branch: compare with entry)
                 continue
             ref_slots.append((r, len(slots)))
             slots.append(Slot(atoms[0].type, "array", atoms))

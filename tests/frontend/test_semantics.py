@@ -189,3 +189,21 @@ def test_a_view_passed_to_a_transform_is_read_by_the_caller(monkeypatch):
     monkeypatch.setenv("PULLBACK_VERIFY", "1")
     a = np.random.default_rng(0).standard_normal((2, 4, 3))
     np.testing.assert_allclose(pb.jit(_grads_of_rows)(a), 2 * a)
+
+
+def test_a_write_on_the_one_branch_that_does_not_fail_is_kept():
+    """The other branch fails (at run time, where it runs): the cond then has one live
+    branch, whose writes to the argument must still come out of it (found by fuzzing)."""
+    def cond_mut(x):
+        if x[0] > 0:
+            x[1] = 10.0
+        else:
+            x[3] = -10.0  # out of bounds: an IndexError where this branch runs
+        return x.sum()
+
+    for backend in ("interp", "c"):
+        x, y = np.array([0.5, 0.1, 0.2]), np.array([0.5, 0.1, 0.2])
+        assert pb.jit(cond_mut, backend=backend)(x) == cond_mut(y)
+        np.testing.assert_array_equal(x, y)
+        with pytest.raises(IndexError):
+            pb.jit(cond_mut, backend=backend)(-x)
