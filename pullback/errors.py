@@ -169,8 +169,8 @@ def internal_errors(fn: Any) -> Iterator[None]:
             raise
         loc = getattr(e, "_pullback_loc", None)
         where = f"{loc} in {loc.func}\n{loc.excerpt()}" if loc is not None else \
-            f"compiling {getattr(fn, '__name__', fn)!s} ({_where(fn)})"
+            f"{getattr(fn, '__name__', fn)!s} ({_where(fn)})"
         raise InternalError(
             f"this is a pullback bug, not an error in your program: {type(e).__name__}: "
-            f"{e}\n  while staging {where}\nPlease report it with this message; the "
+            f"{e}\n  while compiling {where}\nPlease report it with this message; the "
             "original exception is chained above.") from e

@@ -63,8 +63,18 @@ def _no_source(fn: object, why: str) -> UnsupportedError:
 
 
 def _positions(code: types.CodeType) -> list[tuple[int, int]]:
-    """Where the code's instructions are, skipping the function's own prologue."""
+    """Where the code's instructions are, skipping the function's own prologue (none
+    before Python 3.11, whose code objects have no columns)."""
+    if not hasattr(code, "co_positions"):
+        return []
     return [(ln, col) for ln, _, col, end in code.co_positions() if ln is not None and end]
+
+
+def _same_parameters(node: ast.Lambda, code: types.CodeType) -> bool:
+    a = node.args
+    names = [x.arg for x in [*a.posonlyargs, *a.args, *a.kwonlyargs]]
+    return names == list(code.co_varnames[:len(names)]) and \
+        len(names) == code.co_argcount + code.co_kwonlyargcount
 
 
 def _contains(node: ast.AST, pos: tuple[int, int]) -> bool:
@@ -88,7 +98,14 @@ def function_source(fn: types.FunctionType) -> Source:
         candidates = [n for n in ast.walk(module) if isinstance(n, ast.Lambda)
                       and n.lineno <= first <= n.end_lineno]
         pos = _positions(code)
-        hits = [n for n in candidates if pos and _contains(n.body, pos[0])]
+        if pos:
+            hits = [n for n in candidates if _contains(n.body, pos[0])]
+        else:  # Python 3.10: the lambdas of the line with its parameters, if only one
+            hits = [n for n in candidates if _same_parameters(n, code)]
+            if len({(n.lineno, n.col_offset) for n in hits}) > 1 and \
+                    len({ast.dump(n) for n in hits}) > 1:
+                raise _no_source(fn, f"several lambdas at line {first} take these "
+                                 "parameters (Python 3.10 cannot tell them apart)")
         if not hits:
             raise _no_source(fn, "its lambda was not found on its line")
         hits.sort(key=lambda n: (n.end_lineno - n.lineno, n.end_col_offset - n.col_offset))

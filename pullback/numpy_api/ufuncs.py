@@ -435,14 +435,14 @@ _FLOAT_FUNCS: list[tuple[tuple, Any, Kernel, str | None]] = [
     ((np.arccosh,), math.acosh, E.acosh, _DOMAIN),
     ((np.arctanh,), math.atanh, E.atanh, _DOMAIN),
     ((np.exp,), math.exp, E.exp, _RANGE),
-    ((np.exp2,), math.exp2, _exp2, _RANGE),
+    ((np.exp2,), getattr(math, "exp2", None), _exp2, _RANGE),  # math.exp2: 3.11+
     ((np.expm1,), math.expm1, E.expm1, _RANGE),
     ((np.log,), None, E.log, _DOMAIN),  # math.log takes a base: below
     ((np.log2,), math.log2, E.log2, _DOMAIN),
     ((np.log10,), math.log10, E.log10, _DOMAIN),
     ((np.log1p,), math.log1p, E.log1p, _DOMAIN),
     ((np.sqrt,), math.sqrt, E.sqrt, _DOMAIN),
-    ((np.cbrt,), math.cbrt, E.cbrt, None),
+    ((np.cbrt,), getattr(math, "cbrt", None), E.cbrt, None),  # math.cbrt: 3.11+
     ((np.fabs,), math.fabs, E.abs_, None),
     ((np.rint,), None, E.round_, None),
     ((np.deg2rad, np.radians), math.radians, _deg2rad, None),
