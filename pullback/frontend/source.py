@@ -70,11 +70,23 @@ def _positions(code: types.CodeType) -> list[tuple[int, int]]:
     return [(ln, col) for ln, _, col, end in code.co_positions() if ln is not None and end]
 
 
-def _same_parameters(node: ast.Lambda, code: types.CodeType) -> bool:
-    a = node.args
-    names = [x.arg for x in [*a.posonlyargs, *a.args, *a.kwonlyargs]]
-    return names == list(code.co_varnames[:len(names)]) and \
-        len(names) == code.co_argcount + code.co_kwonlyargcount
+def _fingerprint(code: types.CodeType) -> tuple:
+    """What tells lambdas apart without columns: their parameters, the names they read
+    (global or closed over, which a lambda compiled alone reads as globals) and their
+    constants."""
+    n = code.co_argcount + code.co_kwonlyargcount
+    consts = tuple(c for c in code.co_consts if not isinstance(c, types.CodeType))
+    return (code.co_varnames[:n], sorted({*code.co_names, *code.co_freevars}), consts)
+
+
+def _compiles_to(node: ast.Lambda, code: types.CodeType) -> bool:
+    try:
+        outer = compile(ast.fix_missing_locations(ast.Expression(body=node)), "<lambda>",
+                        "eval")
+    except (SyntaxError, ValueError):
+        return False
+    inner = next(c for c in outer.co_consts if isinstance(c, types.CodeType))
+    return _fingerprint(inner) == _fingerprint(code)
 
 
 def _contains(node: ast.AST, pos: tuple[int, int]) -> bool:
@@ -100,12 +112,13 @@ def function_source(fn: types.FunctionType) -> Source:
         pos = _positions(code)
         if pos:
             hits = [n for n in candidates if _contains(n.body, pos[0])]
-        else:  # Python 3.10: the lambdas of the line with its parameters, if only one
-            hits = [n for n in candidates if _same_parameters(n, code)]
-            if len({(n.lineno, n.col_offset) for n in hits}) > 1 and \
-                    len({ast.dump(n) for n in hits}) > 1:
-                raise _no_source(fn, f"several lambdas at line {first} take these "
-                                 "parameters (Python 3.10 cannot tell them apart)")
+        else:  # Python 3.10: the lambdas of the line that compile to this one
+            hits = [n for n in candidates if _compiles_to(n, code)]
+            if len({ast.dump(n) for n in hits}) > 1:
+                raise UnsupportedError(
+                    f"cannot compile {fn.__qualname__}: several lambdas at line {first} "
+                    "look alike to Python 3.10, which cannot tell them apart",
+                    hint="define it with def, or put it on a line of its own")
         if not hits:
             raise _no_source(fn, "its lambda was not found on its line")
         hits.sort(key=lambda n: (n.end_lineno - n.lineno, n.end_col_offset - n.col_offset))

@@ -278,9 +278,17 @@ def any_(a, axis=None, out=None, keepdims=False, *, where=True):
     return _truth(R.reduce_max, False, a, axis, keepdims)
 
 
+#: NumPy before 2.3 counts all of an array's non-zeros into a Python int, later NumPy
+#: into an int64 scalar: the result's kind follows the NumPy installed.
+_COUNT_IS_PYTHON_INT = type(np.count_nonzero(np.zeros(1))) is int
+
+
 @register(np.count_nonzero)
 def count_nonzero(a, axis=None, *, keepdims=False):
-    return _total(_ADD, convert(a, bool_), axis, None, keepdims)
+    total = _total(_ADD, convert(a, bool_), axis, None, keepdims)
+    if _COUNT_IS_PYTHON_INT and axis is None and not keepdims:
+        return convert(total, typeof(total).dtype, True)
+    return total
 
 
 # -- argmax, argmin -------------------------------------------------------------------
