@@ -13,6 +13,7 @@ lives.
 from __future__ import annotations
 
 import functools
+import threading
 import types
 import weakref
 from collections import OrderedDict
@@ -118,15 +119,23 @@ class Registry:
     def __init__(self, size: int = 512):
         self.size = size
         self.entries: OrderedDict = OrderedDict()
+        self.lock = threading.RLock()  # a collection inside may drop an entry (_drop)
 
     def get(self, key: Any, make: Any) -> Any:
-        hit = self.entries.get(key)
-        if hit is not None:
-            self.entries.move_to_end(key)
-            return hit
-        value = self.entries[key] = make()
-        for code in _codes(key):
-            weakref.finalize(code, self.entries.pop, key, None)
-        while len(self.entries) > self.size:
-            self.entries.popitem(last=False)
+        with self.lock:
+            hit = self.entries.get(key)
+            if hit is not None:
+                self.entries.move_to_end(key)
+                return hit
+        value = make()
+        with self.lock:
+            value = self.entries.setdefault(key, value)
+            for code in _codes(key):
+                weakref.finalize(code, self._drop, key)
+            while len(self.entries) > self.size:
+                self.entries.popitem(last=False)
         return value
+
+    def _drop(self, key: Any) -> None:
+        with self.lock:
+            self.entries.pop(key, None)
