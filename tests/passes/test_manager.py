@@ -52,7 +52,7 @@ def test_the_gradient_of_a_small_loss():
           return %9, %11
         }
     """)
-    assert (count_eqns(staged), count_eqns(out)) == (20, 10)
+    assert (count_eqns(staged), count_eqns(out)) == (19, 10)
     assert_same_outcome(out, staged, sample_args(staged))
 
 
