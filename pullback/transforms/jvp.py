@@ -23,7 +23,7 @@ from ..errors import UnsupportedError
 from ..ir.builder import Builder, current, declare_func
 from ..ir.core import Atom, Block, Eqn, Func, Var
 from ..ir.rewrite import Env, clone_eqn, inline
-from ..ir.types import StackType
+from ..ir.types import StackType, TensorType
 from ..ops import stack as St
 from ..ops.derivs import zeros
 from .activity import block_active, differentiable, loop_active
@@ -302,6 +302,8 @@ def has_loops(func: Func) -> bool:
 
 def scalar_only(func: Func) -> bool:
     """Whether every floating-point value ``func`` computes is a scalar (its arithmetic
-    is bound by latency, not throughput: forward-mode lanes run beside the primal)."""
-    return all(not differentiable(o.type) or o.type.size <= 1
+    is bound by latency, not throughput: forward-mode lanes run beside the primal).  A
+    tape (a stack, from a reverse pass inside) is not."""
+    return all(not differentiable(o.type) or isinstance(o.type, TensorType)
+               and o.type.size <= 1
                for f in (func, *func.callees()) for e in f.block.walk() for o in e.outputs)
