@@ -2,7 +2,8 @@
 shared between them: ``pb.grad(f)(x)`` built afresh in a loop, or ``pb.jit(lambda x:
 ...)`` made on every call, finds what the first one compiled (as JAX's caches do).
 
-A function is its code, the values its closure cells hold and its defaults; a ``partial``
+A function is its code, the values its closure cells hold, the values of the globals it
+reads (by name) and its defaults; a ``partial``
 its function and bound arguments; a bound method its function and object; a transform
 (``__pb_key__``) its kind, settings and the key of what it wraps.  Values are compared by
 value where Python can (hashable), plain containers by their items, anything else by
@@ -71,7 +72,10 @@ def callable_key(fn: Any, seen: frozenset = frozenset()) -> Any:
                 cells.append(value_key(cell.cell_contents, inner))
             except ValueError:  # an empty cell
                 cells.append(None)
-        return ("function", _Code(fn.__code__), id(fn.__globals__), tuple(cells),
+        env = fn.__globals__
+        read = tuple((name, value_key(env[name], inner)) for name in _global_names(fn.__code__)
+                     if name in env)
+        return ("function", _Code(fn.__code__), id(env), read, tuple(cells),
                 value_key(fn.__defaults__, inner), value_key(fn.__kwdefaults__, inner))
     if isinstance(fn, functools.partial):
         return ("partial", callable_key(fn.func, inner), value_key(fn.args, inner),
@@ -83,6 +87,22 @@ def callable_key(fn: Any, seen: frozenset = frozenset()) -> Any:
     except TypeError:
         return _Same(fn)
     return ("object", fn)
+
+
+_NAMES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _global_names(code: types.CodeType) -> tuple[str, ...]:
+    """The names a function's code (and the code of the functions defined in it) may
+    read from its module: their values are part of its key, since staging reads them."""
+    names = _NAMES.get(code)
+    if names is None:
+        found = set(code.co_names)
+        for const in code.co_consts:
+            if isinstance(const, types.CodeType):
+                found.update(_global_names(const))
+        names = _NAMES[code] = tuple(sorted(found))
+    return names
 
 
 class _Code:

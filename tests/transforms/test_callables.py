@@ -219,3 +219,21 @@ def test_transforms_built_afresh_hit_the_cache(monkeypatch):
     a, b = np.ones(3), np.full(3, 2.0)
     np.testing.assert_allclose(closure(a)(X), a)  # arrays by identity, kept alive
     np.testing.assert_allclose(closure(b)(X), b)
+
+
+def test_the_cache_key_holds_the_globals_a_function_reads():
+    """Two jits of one lambda reading a global rebound in between are two computations
+    (found by the composition matrix's author: the key once held only the module)."""
+    global _H
+    got = []
+    for h in (np.sin, np.cos):
+        _H = h
+        got.append(pb.jit(lambda x: _H(x))(X))
+        got.append(pb.grad(lambda x: np.sum(_H(x)))(X))
+    np.testing.assert_allclose(got[0], np.sin(X))
+    np.testing.assert_allclose(got[1], np.cos(X))
+    np.testing.assert_allclose(got[2], np.cos(X))
+    np.testing.assert_allclose(got[3], -np.sin(X))
+
+
+_H = np.sin
