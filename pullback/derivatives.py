@@ -184,9 +184,17 @@ class Transform:
         self._jitted: Jitted | None = None
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.jitted()(*args, **kwargs)
+
+    def jitted(self) -> Jitted:
+        """``pb.jit`` of this transform: what a call from plain Python runs."""
         if self._jitted is None:
             self._jitted = Jitted(self, (), None)
-        return self._jitted(*args, **kwargs)
+        return self._jitted
+
+    def lower(self, *args: Any, **kwargs: Any) -> Any:
+        """What this transform compiles to for these arguments (see ``Jitted.lower``)."""
+        return self.jitted().lower(*args, **kwargs)
 
     def __get__(self, obj: Any, objtype: Any = None) -> Any:
         return self if obj is None else functools.partial(self, obj)

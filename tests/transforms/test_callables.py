@@ -183,8 +183,8 @@ def test_lower_make_ir_and_dump_work_on_transform_objects(capsys, monkeypatch):
                pb.checkpoint(energy), _doubled_sum):
         ir = pb.make_ir(fn)(X)
         assert "func @" in str(ir)
-        lowered = pb.jit(fn).lower(X)
-        assert lowered.ir is not None and lowered.passes
+        for lowered in (pb.jit(fn).lower(X), fn.lower(X)):
+            assert lowered.ir is not None and lowered.passes
     assert "pb_" in pb.jit(pb.grad(energy), backend="c").lower(X).source
     monkeypatch.setenv("PULLBACK_DUMP", "ir")
     pb.jit(pb.grad(lambda x: np.sum(np.cos(x) * 5.0)))(X)
