@@ -36,12 +36,19 @@ class _Same:
         return id(self.obj)
 
 
+#: Containers with more items are keyed by identity: a key is computed each time a
+#: transform is built, and a large table read by a function must not cost that much.
+LARGEST = 64
+
+
 def value_key(x: Any, seen: frozenset = frozenset()) -> Any:
     """``x`` as a hashable key: equal keys for equal values, identity otherwise."""
     if id(x) in seen:
         return _Same(x)
     if callable(x) and not isinstance(x, type):
         return callable_key(x, seen)
+    if isinstance(x, (tuple, list, dict)) and len(x) > LARGEST:
+        return _Same(x)
     if isinstance(x, (tuple, list)):
         inner = seen | {id(x)}
         return (type(x), tuple(value_key(v, inner) for v in x))
