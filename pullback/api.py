@@ -34,7 +34,7 @@ from .ir.builder import Builder
 from .ir.core import Func
 from .ir.types import type_of_value
 from .ir.verify import verify
-from .keys import Registry, callable_key
+from .keys import Registry, callable_key, value_key
 from .passes.manager import optimize, verifying
 from .tree import TreeDef, tree_flatten, tree_unflatten
 
@@ -53,11 +53,9 @@ def _leaf_kind(x: Any) -> str | None:
 
 
 def _static_key(x: Any) -> Any:
-    try:
-        hash(x)
-    except TypeError:
-        return ("id", id(x))
-    return ("value", type(x), x)
+    """A compile-time value in the cache key: by value, never by ``id`` (a later object may
+    reuse it); what cannot be compared by value is refused."""
+    return value_key(x, strict=True)
 
 
 @dataclass

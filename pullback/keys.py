@@ -20,6 +20,8 @@ import weakref
 from collections import OrderedDict
 from typing import Any
 
+from .errors import UnsupportedError
+
 
 class _Same:
     """An object compared by identity, kept alive by the key that holds it."""
@@ -41,29 +43,46 @@ class _Same:
 LARGEST = 64
 
 
-def value_key(x: Any, seen: frozenset = frozenset()) -> Any:
-    """``x`` as a hashable key: equal keys for equal values, identity otherwise."""
+def value_key(x: Any, seen: frozenset = frozenset(), strict: bool = False) -> Any:
+    """``x`` as a hashable key: equal keys for equal values, identity otherwise.  With
+    ``strict`` (compile-time arguments, whose values the compiled code holds) there is no
+    identity fallback: what is neither hashable nor a plain container is refused."""
     if id(x) in seen:
-        return _Same(x)
+        return _identity(x, strict)
     if callable(x) and not isinstance(x, type):
         return callable_key(x, seen)
-    if isinstance(x, (tuple, list, dict)) and len(x) > LARGEST:
-        return _Same(x)
-    if isinstance(x, (tuple, list)):
+    if isinstance(x, (set, frozenset)):  # their items are hashable
+        return (type(x), frozenset(x))
+    if isinstance(x, slice):  # unhashable before Python 3.12
+        return (slice, value_key(x.start, seen, strict), value_key(x.stop, seen, strict),
+                value_key(x.step, seen, strict))
+    if isinstance(x, (tuple, list, dict)):
+        if len(x) > LARGEST and not strict:
+            return _Same(x)
         inner = seen | {id(x)}
-        return (type(x), tuple(value_key(v, inner) for v in x))
-    if type(x) is dict:
-        inner = seen | {id(x)}
+        if type(x) is not dict:
+            return (type(x), tuple(value_key(v, inner, strict) for v in x))
         try:
             items = sorted(x.items(), key=lambda kv: repr(kv[0]))
         except Exception:  # noqa: BLE001 (keys of mixed types: identity is still correct)
-            return _Same(x)
-        return (dict, tuple((value_key(k, inner), value_key(v, inner)) for k, v in items))
+            return _identity(x, strict)
+        return (dict, tuple((value_key(k, inner, strict), value_key(v, inner, strict))
+                            for k, v in items))
     try:
         hash(x)
     except TypeError:
-        return _Same(x)
+        return _identity(x, strict)
     return (type(x), x)
+
+
+def _identity(x: Any, strict: bool) -> _Same:
+    if strict:
+        raise UnsupportedError(
+            f"a compile-time argument of type {type(x).__name__} is neither hashable nor a "
+            "plain container, so pullback cannot tell whether a later call's value is the "
+            "same", hint="pass a hashable value (a tuple, a frozenset, a frozen dataclass) "
+            "or make it a run-time value (an array)")
+    return _Same(x)
 
 
 def callable_key(fn: Any, seen: frozenset = frozenset()) -> Any:

@@ -471,3 +471,36 @@ def test_calls_from_two_threads_at_once():
             np.testing.assert_allclose(g, damped_waves(inputs[n], 2.0), rtol=1e-12)
     assert len(results) == len(inputs)
     assert len(f._spec.cache) == len(inputs)
+
+
+def _scaled_by_a_set(x, s):
+    return x * len(s) + sum(s)
+
+
+def _sliced(x, sl):
+    return x[sl]
+
+
+def test_unhashable_static_arguments_are_keyed_by_value_never_by_id():
+    """A set made afresh per call reuses the previous one's id: keyed by id, every call
+    returned the first call's result (issue 19, item 1)."""
+    f = pb.jit(_scaled_by_a_set)
+    x = np.ones(2)
+    for n in range(1, 6):
+        np.testing.assert_array_equal(f(x, set(range(n))), _scaled_by_a_set(x, set(range(n))))
+    g = pb.jit(_sliced)
+    for lo in range(3):
+        np.testing.assert_array_equal(g(np.arange(5.0), slice(lo, lo + 2)),
+                                      np.arange(5.0)[lo:lo + 2])
+
+    class Unhashable:
+        __hash__ = None
+
+        def __len__(self):
+            return 2
+
+        def __iter__(self):
+            return iter([1, 2])
+
+    with pytest.raises(pb.UnsupportedError, match="neither hashable nor a plain container"):
+        f(x, Unhashable())
