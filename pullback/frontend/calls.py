@@ -611,10 +611,10 @@ def _scalar(kind: str):
         if rest or not isinstance(x, Ref):
             if has_ref(rest):
                 raise ConcretizationError(f"{kind}() of run-time values")
-            return {"int": int, "float": float, "bool": bool}[kind](x, *rest)
+            return users_call({"int": int, "float": float, "bool": bool}[kind], x, *rest)
         c = concrete(x)
         if c is not None:
-            return {"int": int, "float": float, "bool": bool}[kind](c)
+            return users_call({"int": int, "float": float, "bool": bool}[kind], c)
         if x.type.size != 1:
             raise TypeError("only length-1 arrays can be converted to Python scalars")
         if kind == "bool":
@@ -627,9 +627,25 @@ def _scalar(kind: str):
         if kind == "int":
             if a.type.dtype.is_float:
                 a = E.trunc(a)
+                _check_fits_int64(a)
             return Ref(convert(a, int64, True))
         return Ref(convert(a, float64, True))
     return conv
+
+
+def _check_fits_int64(t) -> None:
+    """``int()`` of a run-time float, whose result is an int64 in compiled code: NaN and
+    the infinities raise what Python raises; a value an int64 cannot hold (Python's exact
+    int) raises OverflowError instead of wrapping."""
+    dt = t.type.dtype.np
+    C.check(E.eq(t, t), exc="ValueError", fmt="cannot convert float NaN to integer")
+    C.check(E.lt(E.abs_(t), Lit(np.asarray(np.inf, dt))), exc="OverflowError",
+            fmt="cannot convert float infinity to integer")
+    big = Lit(np.asarray(2.0 ** 63, dt))
+    where = str(current().loc).replace("{", "{{").replace("}", "}}")
+    C.check(E.and_(E.ge(t, E.neg(big)), E.lt(t, big)), t, exc="OverflowError",
+            fmt=f"int() of {{}} at {where} does not fit in the 64-bit integer compiled code "
+            "holds it in (Python's int would be exact)")
 
 
 def _any_all(is_all: bool):

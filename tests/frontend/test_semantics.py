@@ -207,3 +207,25 @@ def test_a_write_on_the_one_branch_that_does_not_fail_is_kept():
         np.testing.assert_array_equal(x, y)
         with pytest.raises(IndexError):
             pb.jit(cond_mut, backend=backend)(-x)
+
+
+def _int_of_first(x):
+    return int(x[0]) + 1
+
+
+@pytest.mark.parametrize("backend", ["interp", "c"])
+def test_int_of_a_run_time_float_raises_what_python_raises(backend):
+    """int() truncates; NaN is a ValueError, an infinity an OverflowError, as in Python;
+    a value an int64 cannot hold is an OverflowError naming the line (Python's int would
+    be exact), never INT64_MIN (issue 19, item 5)."""
+    f = pb.jit(_int_of_first, backend=backend)
+    for v in (2.7, -3.5, -9.2e18):
+        assert f(np.array([v])) == _int_of_first(np.array([v]))
+    with pytest.raises(ValueError, match="NaN"):
+        f(np.array([np.nan]))
+    for v in (np.inf, -np.inf):
+        with pytest.raises(OverflowError, match="infinity"):
+            f(np.array([v]))
+    for v in (1e20, -1e19, 9.3e18):
+        with pytest.raises(OverflowError, match=r"test_semantics\.py:\d+"):
+            f(np.array([v]))
