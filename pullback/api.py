@@ -26,7 +26,7 @@ import numpy as np
 
 from . import numpy_api  # noqa: F401  (registers the NumPy mappings)
 from .backends import interp
-from .errors import ConcretizationError, UnsupportedError, internal_errors
+from .errors import ConcretizationError, UnsupportedError, array_subclass, internal_errors
 from .frontend.lowering import has_ref
 from .frontend.stager import Stager
 from .frontend.values import Ref
@@ -85,6 +85,8 @@ def signature(fn: Callable, args: tuple, kwargs: dict, static_argnames: Sequence
         if kind is None:
             key_parts.append(_static_key(x))
             continue
+        if kind == "array" and type(x) is not np.ndarray:
+            raise array_subclass(x)
         j = first.setdefault(id(x), i) if kind == "array" else i
         if j == i:
             dynamic.append(i)

@@ -87,6 +87,17 @@ class ConcretizationError(CompileError):
     """A run-time value used where Python needs a compile-time one."""
 
 
+def array_subclass(x: Any) -> UnsupportedError:
+    """The refusal of an ndarray subclass, whose operators or reductions are not ndarray's
+    (``np.matrix``'s ``*`` multiplies matrices, a masked array's sum skips masked values):
+    computed as a plain array, it would give other numbers than plain Python."""
+    kind = f"{type(x).__module__}.{type(x).__qualname__}"
+    return UnsupportedError(
+        f"{kind} is a NumPy array subclass whose operations differ from ndarray's; "
+        "pullback computes with plain arrays", hint="pass np.asarray(x) (a masked array: "
+        "x.filled(value)) and write the operation you mean")
+
+
 class IRError(Exception):
     """Malformed IR: raised by the verifier and the parser, never by user programs."""
 

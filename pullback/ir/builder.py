@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import CompileError, Loc
+from ..errors import CompileError, Loc, array_subclass
 from .core import Atom, Block, Eqn, Func, Lit, Var
 from .op import OPS, Op
 from .types import Type
@@ -38,6 +38,8 @@ def as_atom(x: Any) -> Atom:
     """An IR operand: Vars and Lits as they are, Python and NumPy constants as Lits."""
     if isinstance(x, (Var, Lit)):
         return x
+    if isinstance(x, np.ndarray) and type(x) is not np.ndarray:
+        raise array_subclass(x)
     if isinstance(x, (bool, int, float, np.ndarray, np.generic)):
         return Lit(x)
     raise TypeError(f"cannot use {type(x).__name__} {x!r} as an IR operand")

@@ -504,3 +504,29 @@ def test_unhashable_static_arguments_are_keyed_by_value_never_by_id():
 
     with pytest.raises(pb.UnsupportedError, match="neither hashable nor a plain container"):
         f(x, Unhashable())
+
+
+def _squares(m):
+    return np.sum(m * m)
+
+
+_MATRIX = np.matrix([[0.0, 1.0], [2.0, 3.0]])
+
+
+def _plus_a_matrix(x):
+    return x * _MATRIX
+
+
+@pytest.mark.parametrize("backend", ["interp", "c"])
+def test_ndarray_subclasses_are_refused_not_computed_as_plain_arrays(backend):
+    """np.matrix's * multiplies matrices and a masked sum skips masked values: computed as
+    plain arrays they gave other numbers (issue 19, item 6); also after a plain call made
+    the native fast path."""
+    f = pb.jit(_squares, backend=backend)
+    a = np.arange(4.0).reshape(2, 2)
+    assert f(a) == _squares(a)
+    for x in (np.matrix(a), np.ma.masked_array(a, mask=[[0, 1], [0, 0]])):
+        with pytest.raises(pb.UnsupportedError, match="array subclass"):
+            f(x)
+    with pytest.raises(pb.UnsupportedError, match="numpy.matrix"):
+        pb.jit(_plus_a_matrix, backend=backend)(a)

@@ -83,9 +83,10 @@ static int pb_glue_init(void) {
 }
 
 /* An argument's data when it is an aligned, native-order C-contiguous array of exactly
-   this type and shape, else NULL. */
+   this type and shape, else NULL.  Not a subclass (np.matrix, masked arrays): their
+   operations differ, and the general path refuses them. */
 static void *pb_array_in(PyObject *o, int type, int nd, const int64_t *dims) {
-    if (!PyArray_Check(o)) return NULL;
+    if (!PyArray_CheckExact(o)) return NULL;
     PyArrayObject *a = (PyArrayObject *)o;
     if (PyArray_TYPE(a) != type || PyArray_NDIM(a) != nd || !PyArray_ISCARRAY_RO(a) ||
         !PyArray_ISNOTSWAPPED(a)) return NULL;
