@@ -480,16 +480,15 @@ class _PythonVJP:
         extra = staged.func.in_types[len(staged.func.in_types) - staged.extra:]
         out, aux, _ = run(staged, sig, [np.zeros(t.shape, t.dtype.np) for t in extra])
 
+        o_leaves, o_tree = tree_flatten(out)
+
         def vjp_fn(ct: Any) -> tuple:
             c_leaves, c_tree = tree_flatten(ct)
-            o_leaves, o_tree = tree_flatten(out)
             if c_tree != o_tree:
                 raise ValueError(f"vjp: the cotangent has structure {c_tree}, the result "
                                  f"{o_tree}")
-            given = [np.asarray(c, t.dtype.np) for o, c, t in
-                     zip([o for o in o_leaves if _is_float_value(o)],
-                         [c for o, c in zip(o_leaves, c_leaves, strict=True)
-                          if _is_float_value(o)], extra, strict=True)]
+            floats = [c for o, c in zip(o_leaves, c_leaves, strict=True) if _is_float_value(o)]
+            given = [np.asarray(c, t.dtype.np) for c, t in zip(floats, extra, strict=True)]
             for c, t in zip(given, extra, strict=True):
                 if c.shape != t.shape:
                     raise ValueError(f"vjp: a cotangent of shape {c.shape} for a result of "

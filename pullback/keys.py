@@ -3,9 +3,9 @@ shared between them: ``pb.grad(f)(x)`` built afresh in a loop, or ``pb.jit(lambd
 ...)`` made on every call, finds what the first one compiled (as JAX's caches do).
 
 A function is its code, the values its closure cells hold, the values of the globals it
-reads (by name) and its defaults; a ``partial``
-its function and bound arguments; a bound method its function and object; a transform
-(``__pb_key__``) its kind, settings and the key of what it wraps.  Values are compared by
+reads (by name) and its defaults; a ``partial`` its function and bound arguments; a bound
+method its function and object; a transform (``__pb_key__``) its kind, settings and the
+key of what it wraps.  Values are compared by
 value where Python can (hashable), plain containers by their items, anything else by
 identity: the key then holds the object, so its ``id`` cannot be reused while the key
 lives.
@@ -173,11 +173,12 @@ class Registry:
             if hit is not None:
                 self.entries.move_to_end(key)
                 return hit
-        value = make()
+        made = make()
         with self.lock:
-            value = self.entries.setdefault(key, value)
-            for code in _codes(key):
-                weakref.finalize(code, self._drop, key)
+            value = self.entries.setdefault(key, made)
+            if value is made:  # (another thread may have made it meanwhile)
+                for code in _codes(key):
+                    weakref.finalize(code, self._drop, key)
             while len(self.entries) > self.size:
                 self.entries.popitem(last=False)
         return value

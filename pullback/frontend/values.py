@@ -22,7 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ConcretizationError, Loc, UnsupportedError, array_subclass
+from ..errors import ConcretizationError, Loc, UnsupportedError
+from ..ir.builder import as_atom
 from ..ir.core import Atom, Lit, Var
 from ..ir.types import TensorType
 
@@ -287,10 +288,8 @@ class RefMethod:
 
 def lit_ref(value: Any) -> Ref:
     """A constant as a cell (NumPy arrays made at compile time stay arrays)."""
-    if isinstance(value, np.ndarray) and type(value) is not np.ndarray:
-        raise array_subclass(value)
     kind = "array" if isinstance(value, np.ndarray) else None
-    return Ref(Lit(value), kind)
+    return Ref(as_atom(value), kind)  # as_atom refuses ndarray subclasses
 
 
 def is_static_number(x: Any) -> bool:

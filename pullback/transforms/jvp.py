@@ -304,6 +304,6 @@ def scalar_only(func: Func) -> bool:
     """Whether every floating-point value ``func`` computes is a scalar (its arithmetic
     is bound by latency, not throughput: forward-mode lanes run beside the primal).  A
     tape (a stack, from a reverse pass inside) is not."""
-    return all(not differentiable(o.type) or isinstance(o.type, TensorType)
-               and o.type.size <= 1
+    return all(not differentiable(o.type)
+               or (isinstance(o.type, TensorType) and o.type.size <= 1)
                for f in (func, *func.callees()) for e in f.block.walk() for o in e.outputs)
