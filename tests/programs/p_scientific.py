@@ -4,10 +4,12 @@ NumPy with loops over time steps and convergence tests on data."""
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
 
+import pullback as pb
 from programs.registry import program
 
 
@@ -386,3 +388,36 @@ def nearest_centroid_cost(points, centroids):
     cc = np.sum(centroids * centroids, axis=1)
     d2 = pp[:, None] - 2.0 * (points @ centroids.T) + cc[None, :]
     return np.sum(np.min(d2, axis=1))
+
+
+@pb.custom_jvp
+def _softplus(z):
+    return np.log1p(np.exp(-np.abs(z))) + np.maximum(z, 0.0)
+
+
+@_softplus.defjvp
+def _softplus_jvp(primals, tangents):
+    (z,), (t,) = primals, tangents
+    return _softplus(z), t / (1.0 + np.exp(-z))  # the rule calls the function: its primal
+
+
+@functools.partial(pb.jit, static_argnames="passes")
+def _smoothed(x, passes):
+    y = x
+    for _ in range(passes):
+        y = 0.5 * (y + np.roll(y, 1))
+    return y
+
+
+@program(lambda rng: (rng.standard_normal(12), 2),
+         lambda rng: (rng.standard_normal(6).astype(np.float32), 1),
+         differentiable=(0,))
+def softplus_energy_of_jitted_helpers(x, passes):
+    """Code organised as users organise it: a helper jitted on its own (with a static
+    argument) and a numerically stable softplus with a custom forward rule, both called
+    from the program, in a loop."""
+    y = _smoothed(x, passes)
+    e = 0.0
+    for k in range(3):
+        e = e + np.sum(_softplus(y * (k + 1.0))) / y.size
+    return e
