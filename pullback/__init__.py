@@ -1,6 +1,7 @@
 """pullback: a differentiable-programming compiler for Python + NumPy."""
 
 from . import ops as _ops  # noqa: F401  (registers the primitives)
+from . import random as random  # pb.random: key-based random numbers, compiled or not
 from .api import jit, make_ir
 from .derivatives import (
     checkpoint,

@@ -20,6 +20,7 @@ from ..ir.core import Lit
 from ..ir.types import bool_, float64, int64
 from ..numpy_api import CALLABLES
 from ..numpy_api.core import convert
+from ..numpy_api.stateful_random import refuse_hidden_state
 from ..ops import control as C
 from ..ops import elementwise as E
 from ..tree import tree_flatten, tree_unflatten
@@ -142,6 +143,7 @@ class CallMixin:
     def call(self, fn: Any, args: list, kwargs: dict, node: ast.AST | None = None) -> Any:
         if isinstance(fn, RefMethod):
             return self.call_method(fn, args, kwargs)
+        refuse_hidden_state(fn)  # np.random.*, Generator methods: never frozen
         staging = getattr(type(fn), "__pb_stage__", None)
         if staging is not None:  # pullback's own transforms (grad, jvp, ...)
             return staging(fn, self, args, kwargs)
