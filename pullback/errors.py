@@ -2,20 +2,27 @@
 
 Every error the user can see names where it happened in *their* code: a ``Loc`` is
 carried by each IR equation and by each error, and the message shows the source line
-with a caret under the column.
+with a caret under the column.  Run-time faults of compiled code name the line of the
+equation that raised them (``at_run_time``), and errors leaving the public API show the
+program's frames, not pullback's (``public``; ``PULLBACK_TRACEBACK=full`` keeps them).
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import linecache
 import os
+import sys
 import traceback
+import types
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+from . import config
 
 
 @dataclass(frozen=True)
@@ -38,6 +45,12 @@ class Loc:
         text = text.rstrip("\n")
         return f"    {text}\n    {' ' * self.col}^"
 
+    def where(self) -> str:
+        """``file:line:col in func``, then the excerpt on lines of its own."""
+        head = f"{self} in {self.func}" if self.func else str(self)
+        excerpt = self.excerpt()
+        return f"{head}\n{excerpt}" if excerpt else head
+
 
 class CompileError(Exception):
     """A program that pullback refuses to compile, with where and what to do instead."""
@@ -51,11 +64,8 @@ class CompileError(Exception):
     def _render(self) -> str:
         parts = []
         if self.loc is not None:
-            where = f"{self.loc}"
-            if self.loc.func:
-                where += f" in {self.loc.func}"
-            parts.append(f"{where}: {self.message}")
-            excerpt = self.loc.excerpt()
+            head, _, excerpt = self.loc.where().partition("\n")
+            parts.append(f"{head}: {self.message}")
             if excerpt:
                 parts.append(excerpt)
         else:
@@ -179,9 +189,88 @@ def internal_errors(fn: Any) -> Iterator[None]:
         if _is_users(e):
             raise
         loc = getattr(e, "_pullback_loc", None)
-        where = f"{loc} in {loc.func}\n{loc.excerpt()}" if loc is not None else \
+        where = loc.where() if loc is not None else \
             f"{getattr(fn, '__name__', fn)!s} ({_where(fn)})"
         raise InternalError(
             f"this is a pullback bug, not an error in your program: {type(e).__name__}: "
             f"{e}\n  while compiling {where}\nPlease report it with this message; the "
             "original exception is chained above.") from e
+
+
+def add_note(e: BaseException, text: str) -> None:
+    """A line under the exception's message: Python 3.11's note; Python 3.10 prints no
+    notes, so there the text is appended to the message (when it is one string)."""
+    if sys.version_info >= (3, 11):
+        e.add_note(text)
+    elif len(e.args) == 1 and isinstance(e.args[0], str) and not isinstance(e, KeyError):
+        e.args = (f"{e.args[0]}\n{text}",)
+
+
+def at_run_time(e: BaseException, loc: Loc | None) -> BaseException:
+    """``e``, raised by compiled code at the equation of ``loc``, naming that line of the
+    program (the innermost equation's, once): its type and message stay Python's."""
+    if loc is None or getattr(e, "_pullback_loc", None) is not None:
+        return e
+    try:
+        e._pullback_loc = loc  # type: ignore[attr-defined]
+    except AttributeError:  # exceptions without a __dict__
+        return e
+    add_note(e, f"at {loc.where()}")
+    return e
+
+
+def _ours(tb: types.TracebackType) -> bool:
+    return tb.tb_frame.f_code.co_filename.startswith(_PACKAGE + os.sep)
+
+
+#: Python 3.11's bare ``raise`` re-raises with the traceback the exception holds; 3.10's
+#: restores the one it caught, so there ``raise e`` re-raises (showing that one frame).
+BARE_RAISE_KEEPS_TRACEBACK = sys.version_info >= (3, 11)
+
+
+def hide_internal_frames(e: BaseException) -> None:
+    """Leave in ``e``'s traceback only the frames outside pullback (the program's, and
+    what it called): an error leaving the API reads as the program's, as JAX filters its
+    tracebacks.  ``PULLBACK_TRACEBACK=full`` keeps every frame; an ``InternalError``
+    (a pullback bug) chains the original exception with its traceback whole."""
+    frames = list(_walk(e.__traceback__))
+    kept = [tb for tb in frames if not _ours(tb)]
+    if len(kept) == len(frames) or config.full_tracebacks():
+        return
+    tail = None
+    for tb in reversed(kept):
+        tail = types.TracebackType(tail, tb.tb_frame, tb.tb_lasti, tb.tb_lineno)
+    e.__traceback__ = tail
+    if not getattr(e, "_pullback_hidden", False):
+        with contextlib.suppress(AttributeError):
+            e._pullback_hidden = True  # type: ignore[attr-defined]
+            if sys.version_info >= (3, 11):  # on 3.10 the message would change
+                e.add_note("(pullback's internal frames are hidden from this traceback; "
+                           "PULLBACK_TRACEBACK=full shows them)")
+
+
+def _walk(tb: types.TracebackType | None) -> Iterator[types.TracebackType]:
+    while tb is not None:
+        yield tb
+        tb = tb.tb_next
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def public(fn: F) -> F:
+    """An entry point of the API: what it raises leaves without pullback's frames (see
+    ``hide_internal_frames``).  The hottest entries (``Jitted.__call__``) do the same
+    inline, sparing a call."""
+
+    @functools.wraps(fn)
+    def entry(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except Exception as e:
+            hide_internal_frames(e)
+            if BARE_RAISE_KEEPS_TRACEBACK:
+                raise
+            raise e
+
+    return entry  # type: ignore[return-value]

@@ -4,7 +4,8 @@ It is the semantics every other backend is tested against, so it checks what the
 return against what their shape rules promised.  Blocks are turned once per run into
 lists of steps; values live in one dictionary per function invocation (values are SSA,
 so a loop body simply overwrites its previous iteration's).  Floating-point warnings are
-silenced for the whole run: inf and nan are values, as in NumPy code.
+silenced for the whole run: inf and nan are values, as in NumPy code.  What an equation
+raises (a failed check, NumPy's own error) names the program's line of that equation.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import at_run_time
 from ..ir.core import Block, Func, Lit, Module
 from ..ir.types import StackType, TensorType, Type
 
@@ -31,7 +33,7 @@ def _checked(value: Any, t: Type, what: str) -> Any:
 
 class _Program:
     """The blocks of one run, each compiled on first use to ``(op, inputs, outputs,
-    params)`` steps; an input is ``(True, constant)`` or ``(False, value id)``."""
+    params, loc)`` steps; an input is ``(True, constant)`` or ``(False, value id)``."""
 
     def __init__(self):
         self.compiled: dict[int, tuple[Block, list]] = {}
@@ -44,7 +46,7 @@ class _Program:
                 ins = [(True, a.value) if isinstance(a, Lit) else (False, id(a))
                        for a in eqn.inputs]
                 outs = [(id(v), v.type) for v in eqn.outputs]
-                steps.append((eqn.op, ins, outs, eqn.params))
+                steps.append((eqn.op, ins, outs, eqn.params, eqn.loc))
             entry = self.compiled[id(block)] = (block, steps)
         return entry[1]
 
@@ -58,19 +60,24 @@ class _Program:
         def call(blk: Block, *xs: Any) -> list[Any]:  # a function: values of its own
             return self.run_block(blk, xs, {})
 
-        for op, ins, outs, params in self.steps(block):
-            vals = [k if lit else env[k] for lit, k in ins]
-            if op.owns_code:
-                result = op.impl(*vals, run=call if op.name == "call" else run, **params)
-            else:
-                result = op.impl(*vals, **params)
-            if not op.multiple_results:
-                result = [result]
-            if len(result) != len(outs):
-                raise TypeError(f"{op.name}: impl returned {len(result)} values, expected "
-                                f"{len(outs)}")
-            for (key, t), value in zip(outs, result, strict=True):
-                env[key] = _checked(value, t, op.name)
+        loc = None
+        try:
+            for op, ins, outs, params, loc in self.steps(block):  # noqa: B007 (see except)
+                vals = [k if lit else env[k] for lit, k in ins]
+                if op.owns_code:
+                    result = op.impl(*vals, run=call if op.name == "call" else run, **params)
+                else:
+                    result = op.impl(*vals, **params)
+                if not op.multiple_results:
+                    result = [result]
+                if len(result) != len(outs):
+                    raise TypeError(f"{op.name}: impl returned {len(result)} values, "
+                                    f"expected {len(outs)}")
+                for (key, t), value in zip(outs, result, strict=True):
+                    env[key] = _checked(value, t, op.name)
+        except Exception as e:
+            at_run_time(e, loc)
+            raise
         return [r.value if isinstance(r, Lit) else env[id(r)] for r in block.results]
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ConcretizationError, Loc
+from ..errors import ConcretizationError, Loc, add_note
 from ..ir.core import Lit, Var
 from ..tree import tree_leaves
 from .values import DynStr, Ref, lit_ref
@@ -28,9 +28,7 @@ def annotate(e: BaseException, loc: Loc) -> None:
         e._pullback_loc = loc
     except AttributeError:  # exceptions without a __dict__
         return
-    if hasattr(e, "add_note"):  # Python 3.11+
-        e.add_note(f"while compiling {loc} in {loc.func}" + (f"\n{loc.excerpt()}"
-                                                              if loc.excerpt() else ""))
+    add_note(e, f"while compiling {loc.where()}")
 
 
 def lower(x: Any) -> Any:

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from ...errors import at_run_time
 from ...ir.core import Func, Module
 from ...ir.types import StackType, TensorType
 from ...ops.control import CHECK_EXCEPTIONS
@@ -161,14 +162,19 @@ class Compiled:
                   for b, x in zip(data, eqn.inputs, strict=True)]
         eqn.op.impl(*values, **eqn.params)
 
-    def _exception(self, exc: str, msg: str, check_id: int, fvalues, ivalues) -> Exception:
-        if check_id >= 0:
-            eqn = self.checks[check_id]
+    def _exception(self, exc: str, msg: str, site: int, fvalues, ivalues) -> Exception:
+        """The exception of a fault: a failed check's, formatted from the values it
+        recorded, or the one the code named; either names the line of its fault site."""
+        eqn = self.checks[site] if site >= 0 else None
+        if eqn is not None and eqn.op.name == "check":
             values = [np.asarray(f if v.type.dtype.is_float else i, v.type.dtype.np)[()]
                       for v, f, i in zip(eqn.inputs[1:], fvalues, ivalues, strict=False)]
-            return CHECK_EXCEPTIONS[eqn.params["exc"]](eqn.params["fmt"].format(*values))
-        kind = CHECK_EXCEPTIONS.get(exc) or {"MemoryError": MemoryError}.get(exc, RuntimeError)
-        return kind(msg)
+            error = CHECK_EXCEPTIONS[eqn.params["exc"]](eqn.params["fmt"].format(*values))
+        else:
+            kind = CHECK_EXCEPTIONS.get(exc) or {"MemoryError": MemoryError}.get(exc,
+                                                                                  RuntimeError)
+            error = kind(msg)
+        return at_run_time(error, eqn.loc if eqn is not None else None)
 
 
 def _contiguous(a: np.ndarray) -> np.ndarray:
@@ -200,8 +206,10 @@ def source_of(func: Func) -> Source:
     loops, checks, prints = lower_module(module)
     body = generate(loops)
     # checks and prints share code whatever they say, and modules of one source share
-    # their hooks: what they say goes in the source, so different messages differ
-    notes = repr([(e.op.name, sorted(e.params.items())) for e in [*checks, *prints]])
+    # their hooks: what they say (and the lines faults name) goes in the source, so
+    # different messages differ
+    notes = repr([(e.op.name, sorted(e.params.items())) for e in [*checks, *prints]] +
+                 [(str(e.loc), e.loc.func) for e in checks if e.loc is not None])
     notes = notes.replace("*/", "* /")
     name = f"pb_{hashlib.sha256((body + _entry(func, '', notes)).encode()).hexdigest()[:16]}"
     return Source(name, "\n".join([INCLUDES, body, _entry(func, name, notes)]), loops, checks,

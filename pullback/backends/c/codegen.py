@@ -38,6 +38,11 @@ def c_literal(value, dt: DType) -> str:
     return f"((float){text})" if dt.name == "float32" else text
 
 
+def _site(site: int) -> str:
+    """The statement recording the fault site whose line a fault names ('' for none)."""
+    return f"ctx->check_id = {site}; " if site >= 0 else ""
+
+
 def _math(name: str, dt: DType) -> str:
     return f"{name}f" if dt.name == "float32" else name
 
@@ -226,17 +231,18 @@ class _C(ExprPrinter):
             if s.fault is None:
                 self.line(call + ";")
             elif not s.fault[0]:
-                self.line(f"if ({call}) goto fail;")
+                self.line(f"if ({call}) {{ {_site(s.site)}goto fail; }}" if s.site >= 0
+                          else f"if ({call}) goto fail;")
             else:
                 self.line(f"if ({call}) {{ pb_fail(ctx, {_string(s.fault[0])}, "
-                          f"{_string(s.fault[1])}); goto fail; }}")
+                          f"{_string(s.fault[1])}); {_site(s.site)}goto fail; }}")
         elif isinstance(s, L.Call):
             args = "".join(f", {e(a)}" for a in s.args)
             self.line(f"if ({s.func}(ctx{args})) goto fail;")
         elif isinstance(s, L.Raise):
             args = "".join(f", (long long){e(a)}" for a in s.args)
             self.line(f"{{ snprintf(ctx->msg, sizeof ctx->msg, {_string(s.fmt)}{args}); "
-                      f"ctx->exc = {_string(s.exception)}; goto fail; }}")
+                      f"ctx->exc = {_string(s.exception)}; {_site(s.site)}goto fail; }}")
         elif isinstance(s, L.Failed):
             self.line(f"ctx->check_id = {s.check}; ctx->n_values = {len(s.values)};")
             for j, (is_float, v) in enumerate(s.values):

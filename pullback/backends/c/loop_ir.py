@@ -351,11 +351,12 @@ class Gemm(Stmt):
 class Runtime(Stmt):
     """A call of a runtime routine.  ``fault``: it returns nonzero on failure, which
     raises ``(exception, message)``, or the routine's own error when the message is
-    empty."""
+    empty; ``site``: the module's fault site whose line the exception names (-1: none)."""
 
     name: str
     args: tuple[Expr, ...]
     fault: tuple[str, str] | None = None
+    site: int = -1
 
 
 @dataclass(eq=False)
@@ -368,11 +369,13 @@ class Call(Stmt):
 
 @dataclass(eq=False)
 class Raise(Stmt):
-    """Fail the call with ``exception(fmt % args)`` (``args`` as ``long long``)."""
+    """Fail the call with ``exception(fmt % args)`` (``args`` as ``long long``), naming
+    the line of the module's fault site ``site`` (-1: none)."""
 
     exception: str
     fmt: str
     args: tuple[Expr, ...] = ()
+    site: int = -1
 
 
 @dataclass(eq=False)

@@ -116,7 +116,7 @@ def pointwise_expr(eqn: Eqn, operand: Callable[[Atom], Expr]) -> Expr:
 
 
 class ModuleLowering:
-    """A module's loop functions, its constant tables, checks and prints."""
+    """A module's loop functions, its constant tables, fault sites and prints."""
 
     def __init__(self, module: Module):
         self.module = module
@@ -124,13 +124,24 @@ class ModuleLowering:
         self.entry = module.main
         self.donated = donations(module)  # array parameters callees take over
         self.consts: list[tuple[str, object, list]] = []
+        #: fault sites: the equations (``check``s, and others that may fail at run time)
+        #: whose number a fault records, so that its exception names their line
         self.checks: list[Eqn] = []
+        self.sites: dict[int, int] = {}  # an equation's number among them, by its id
         self.prints: list[Eqn] = []
 
     def constant(self, lit: Lit) -> str:
         name = f"pbk_{len(self.consts)}"
         self.consts.append((name, lit.type.dtype, list(lit.value.reshape(-1))))
         return name
+
+    def site(self, eqn: Eqn) -> int:
+        """``eqn``'s number among the fault sites, added the first time it is asked."""
+        k = self.sites.get(id(eqn))
+        if k is None:
+            k = self.sites[id(eqn)] = len(self.checks)
+            self.checks.append(eqn)
+        return k
 
     def lower(self) -> LoopModule:
         funcs = [Lowering(self, f).lower() for f in self.module.funcs.values()]
@@ -830,8 +841,8 @@ class Lowering(MoreLowering, LinalgLowering):
         i, h, s = self.fresh("it"), self.fresh("hi"), self.fresh("st")
         self.add(Decl(h, it, self.scalar(hi)))
         self.add(Decl(s, it, self.scalar(step)))
-        self.add(If(Bin("==", Sym(s), Int(0)), [Raise("ValueError",
-                                                      "range() arg 3 must not be zero")]))
+        self.add(If(Bin("==", Sym(s), Int(0)), [Raise(
+            "ValueError", "range() arg 3 must not be zero", site=self.mod.site(eqn))]))
         self.add(Range(i, it, self.scalar(lo), Sym(h), Sym(s),
                        [self.loop_body(eqn.params["body"], carry, prefix=[i])]))
 
@@ -892,8 +903,7 @@ class Lowering(MoreLowering, LinalgLowering):
         ok, *values = eqn.inputs
         if any(v.type.shape != () for v in values) or len(values) > 8:
             raise Unsupported("a check with array operands")
-        k = len(self.mod.checks)
-        self.mod.checks.append(eqn)
+        k = self.mod.site(eqn)
         self.add(If(Bin("==", self.scalar(ok), Int(0)), [Failed(k, tuple(
             (v.type.dtype.is_float, self.scalar(v)) for v in values))]))
 
@@ -928,8 +938,8 @@ class Lowering(MoreLowering, LinalgLowering):
 
 
 def lower_module(module: Module) -> tuple[LoopModule, list[Eqn], list[Eqn]]:
-    """The loop IR of ``module`` (the entry is ``pbf_0``), its checks and its prints,
-    each in the order of their ids."""
+    """The loop IR of ``module`` (the entry is ``pbf_0``), its fault sites and its
+    prints, each in the order of their ids."""
     if os.environ.get("PULLBACK_COLUMNS", "1") != "0":
         module = split_columns(module)
         if os.environ.get("PULLBACK_VERIFY", "") not in ("", "0"):

@@ -98,7 +98,7 @@ class LinalgLowering:
         n = a.type.shape[-1]
         self.per_matrix(a, lambda q: Runtime(
             f"pb_cholesky_{a.type.dtype.name}", (src + q * (n * n), dest + q * (n * n), Int(n)),
-            ("LinAlgError", "Matrix is not positive definite")))
+            ("LinAlgError", "Matrix is not positive definite"), self.mod.site(eqn)))
 
     def op_triangular_solve(self, eqn: Eqn) -> None:
         """``x op(a) = b`` is ``op(a)^T x^T = b^T``: strides pick the transposes, and a

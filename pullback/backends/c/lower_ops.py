@@ -625,12 +625,13 @@ class MoreLowering:
             Load(dest, linear(x.type.shape, [s + i for s, i in zip(at, idx, strict=True)])),
             self.elem(upd, linear(upd.type.shape, idx)))))
 
-    def _checked_index(self, idx_atom: Atom, lin: Expr, axis: int, size: int) -> Expr:
+    def _checked_index(self, eqn: Eqn, idx_atom: Atom, lin: Expr, axis: int,
+                       size: int) -> Expr:
         j = Sym(self.fresh("g"))
         self.add(Decl(j.name, "int64_t", Cast("int64_t", self.elem(idx_atom, lin))))
         self.add(If(Bin("||", Bin("<", j, Int(0)), Bin(">=", j, Int(size))), [Raise(
             "IndexError", f"index %lld is out of bounds for axis {axis} with size {size}",
-            (j,))]))
+            (j,), self.mod.site(eqn))]))
         return j
 
     def op_gather(self, eqn: Eqn) -> None:
@@ -642,7 +643,7 @@ class MoreLowering:
             if (id(idx), size) not in self.scope.checked:
                 self.scope.checked.add((id(idx), size))
                 self.nd_loop(idx.type.shape, lambda ix: self._checked_index(
-                    idx, linear(idx.type.shape, ix), axis, size))
+                    eqn, idx, linear(idx.type.shape, ix), axis, size))
             src, inner = self.remaps.get(id(x), (x, None))
 
             def element(i: Expr) -> Expr:
@@ -657,8 +658,8 @@ class MoreLowering:
         n = idx.type.ndim
 
         def body(oidx):
-            j = self._checked_index(idx, linear(idx.type.shape, oidx[axis:axis + n]), axis,
-                                    x.type.shape[axis])
+            j = self._checked_index(eqn, idx, linear(idx.type.shape, oidx[axis:axis + n]),
+                                    axis, x.type.shape[axis])
             src = [*oidx[:axis], j, *oidx[axis + n:]]
             self.add(Set(_at(dest, out.type.shape, oidx),
                          self.elem(x, linear(x.type.shape, src))))
@@ -679,8 +680,8 @@ class MoreLowering:
             return
 
         def body(uidx):
-            j = self._checked_index(idx, linear(idx.type.shape, uidx[axis:axis + n]), axis,
-                                    x.type.shape[axis])
+            j = self._checked_index(eqn, idx, linear(idx.type.shape, uidx[axis:axis + n]),
+                                    axis, x.type.shape[axis])
             at = linear(x.type.shape, [*uidx[:axis], j, *uidx[axis + n:]])
             value = self.elem(upd, linear(upd.type.shape, uidx))
             self.add(Set(Load(dest, at), value, "+=" if add else "="))

@@ -103,7 +103,8 @@ typedef struct pb_ctx {
     pb_pool *pool;            /* freed buffers for reuse (NULL: plain malloc and free) */
     const char *exc;          /* Python exception name, or NULL */
     char msg[256];
-    int check_id;             /* the failed check (-1: the message says it all) */
+    int check_id;             /* the fault site: a failed check, or the equation whose
+                                 line a fault names (-1: the message says it all) */
     int n_values;
     double fvalues[PB_MAX_CHECK_VALUES];
     int64_t ivalues[PB_MAX_CHECK_VALUES];
