@@ -1,5 +1,7 @@
 """pullback: a differentiable-programming compiler for Python + NumPy."""
 
+__version__ = "0.1.0"  # the one place it is written: pyproject.toml reads it from here
+
 from . import ops as _ops  # noqa: F401  (registers the primitives)
 from . import random as random  # pb.random: key-based random numbers, compiled or not
 from .api import jit, make_ir

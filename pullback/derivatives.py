@@ -691,6 +691,10 @@ class Checkpoint(Transform):
 
 
 def checkpoint(fn: Callable) -> Checkpoint:
+    """``fn`` rematerialised: its value and derivatives are unchanged, but reverse mode
+    keeps only its inputs and runs its forward pass again during the backward pass,
+    trading time for the memory of its intermediate values.  Called from plain Python
+    it compiles like ``pb.jit(fn)``."""
     return Checkpoint(fn)
 
 

@@ -298,10 +298,13 @@ def tree_unflatten(treedef: TreeDef, leaves: Iterable[Any]) -> Any:
 
 
 def tree_leaves(tree: Any, is_leaf: IsLeaf = None) -> list:
+    """The leaves of ``tree`` in order (``tree_flatten``'s first half)."""
     return tree_flatten(tree, is_leaf)[0]
 
 
 def tree_structure(tree: Any, is_leaf: IsLeaf = None) -> TreeDef:
+    """The structure of ``tree`` without its leaves (``tree_flatten``'s second half): two
+    trees with equal structures differ only in their leaves."""
     return tree_flatten(tree, is_leaf)[1]
 
 

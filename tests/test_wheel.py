@@ -26,6 +26,9 @@ SCRIPT = textwrap.dedent("""
 
     x = np.linspace(0.0, 1.0, 5)
     assert pb.__file__.startswith(PREFIX), pb.__file__
+    from importlib import metadata, resources
+    assert pb.__version__ == metadata.version("pullback"), pb.__version__
+    assert resources.files("pullback").joinpath("py.typed").is_file()  # PEP 561
     np.testing.assert_allclose(pb.jit(total, backend="c")(x), 3 * np.sum(np.sin(x) ** 2))
     np.testing.assert_allclose(pb.grad(energy)(x), np.sin(2 * x))
     print("ok")

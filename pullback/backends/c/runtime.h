@@ -296,7 +296,8 @@ static double pb_fmax(double a, double b) { return (a != a) ? a : ((b != b) ? b 
 static double pb_fmin(double a, double b) { return (a != a) ? a : ((b != b) ? b : (a < b ? a : b)); }
 static float pb_fmaxf(float a, float b) { return (a != a) ? a : ((b != b) ? b : (a > b ? a : b)); }
 static float pb_fminf(float a, float b) { return (a != a) ? a : ((b != b) ? b : (a < b ? a : b)); }
-static double pb_sign(double x) { return x > 0 ? 1.0 : (x < 0 ? -1.0 : x); }
+/* NumPy's sign: +0.0 for both zeros, NaN for NaN. */
+static double pb_sign(double x) { return x > 0 ? 1.0 : (x < 0 ? -1.0 : (x == 0 ? 0.0 : x)); }
 
 /* Float to integer as NumPy does on x86: NaN and out-of-range give the minimum. */
 static int64_t pb_f2i64(double x) {
