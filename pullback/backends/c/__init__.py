@@ -31,6 +31,7 @@ from ...ir.types import StackType, TensorType
 from ...ops.control import CHECK_EXCEPTIONS
 from .build import NoCompilerError, build_module, choose_threading, warn_no_compiler_once
 from .codegen import generate
+from .long_builds import check_size, reported
 from .loop_ir import LoopModule, Unsupported, ctype
 from .loop_print import format_module
 from .lower import lower_module
@@ -203,6 +204,7 @@ def source_of(func: Func) -> Source:
     module = Module.of(func)
     if any(not isinstance(t, TensorType) for t in [*func.in_types, *func.out_types]):
         raise Unsupported("a compiled function cannot take or return a stack")
+    check_size(module)
     loops, checks, prints = lower_module(module)
     body = generate(loops)
     # checks and prints share code whatever they say, and modules of one source share
@@ -226,5 +228,7 @@ def compile_func(func: Func) -> Compiled:
         print(src.text)
     libraries = {name: text for name, (text, calls) in LIBRARIES.items()
                  if calls.search(src.text)}
-    built = build_module(src.text, src.name, headers=HEADERS, libraries=libraries)
+    lines = src.text.count("\n") + 1
+    with reported(f"compiling {func.name} ({lines} lines of C)"):
+        built = build_module(src.text, src.name, headers=HEADERS, libraries=libraries)
     return Compiled(func, built, src.checks, src.prints, src.text)
