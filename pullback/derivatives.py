@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from .api import Jitted
-from .errors import CompileError
+from .errors import BARE_RAISE_KEEPS_TRACEBACK, CompileError, hide_internal_frames, public
 from .frontend.calls import StagedFunction, SubFunction
 from .frontend.stager import Stager
 from .frontend.values import Ref, is_static_number
@@ -184,7 +184,13 @@ class Transform:
         self._jitted: Jitted | None = None
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self.jitted()(*args, **kwargs)
+        try:
+            return self.jitted()(*args, **kwargs)
+        except Exception as e:  # the API's boundary (``errors.public``, inline: no call)
+            hide_internal_frames(e)
+            if BARE_RAISE_KEEPS_TRACEBACK:
+                raise
+            raise e  # noqa: B904 (Python 3.10: re-raised with the filtered traceback)
 
     def jitted(self) -> Jitted:
         """``pb.jit`` of this transform: what a call from plain Python runs."""
@@ -192,6 +198,7 @@ class Transform:
             self._jitted = Jitted(self, (), None)
         return self._jitted
 
+    @public
     def lower(self, *args: Any, **kwargs: Any) -> Any:
         """What this transform compiles to for these arguments (see ``Jitted.lower``)."""
         return self.jitted().lower(*args, **kwargs)
@@ -382,6 +389,7 @@ class _JVP:
     """``jvp(fn, primals, tangents) -> (fn(*primals), tangents of the results)``: forward
     mode, one pass, for any number of inputs."""
 
+    @public
     def __call__(self, fn: Callable, primals: Sequence, tangents: Sequence) -> Any:
         jvp_of = _cached(fn, ("jvp",), lambda: _Helper(
             f"jvp_{getattr(fn, '__name__', 'f')}",
@@ -482,6 +490,7 @@ class _PythonVJP:
 
         o_leaves, o_tree = tree_flatten(out)
 
+        @public
         def vjp_fn(ct: Any) -> tuple:
             c_leaves, c_tree = tree_flatten(ct)
             if c_tree != o_tree:
@@ -513,6 +522,7 @@ class _VJP:
     Python, ``vjp_fn`` runs the forward pass again with the backward pass (one compiled
     function does both, see ``_PythonVJP``)."""
 
+    @public
     def __call__(self, fn: Callable, *primals: Any, has_aux: bool = False) -> tuple:
         return _cached(fn, ("vjp", has_aux), lambda: _PythonVJP(fn, has_aux))(*primals)
 

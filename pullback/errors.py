@@ -17,6 +17,7 @@ import os
 import sys
 import traceback
 import types
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -247,6 +248,15 @@ def hide_internal_frames(e: BaseException) -> None:
             if sys.version_info >= (3, 11):  # on 3.10 the message would change
                 e.add_note("(pullback's internal frames are hidden from this traceback; "
                            "PULLBACK_TRACEBACK=full shows them)")
+
+
+def warn_user(message: str, category: type[Warning] = RuntimeWarning) -> None:
+    """Warn with the location of the program's innermost frame outside pullback (the
+    call that led here), however deep in pullback this is."""
+    frame, level = sys._getframe(1), 2  # stacklevel 2: the caller of warn_user
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE + os.sep):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, category, stacklevel=level)
 
 
 def _walk(tb: types.TracebackType | None) -> Iterator[types.TracebackType]:
