@@ -146,19 +146,24 @@ class _Text(ExprPrinter):
             self.line(d, f"gemm.{'blas' if s.blas else 'inline'} {s.dtype.name}{batch} "
                          f"{s.m}x{s.n}x{s.k}: {e(s.c)} {into} {product}")
         elif isinstance(s, L.Runtime):
-            fails = f" or raise {s.fault[0] or 'its error'}" if s.fault else ""
+            fails = f" or raise {s.fault[0] or 'its error'}{_site(s.site)}" if s.fault else ""
             self.line(d, f"{s.name}({', '.join(e(a) for a in s.args)}){fails}")
         elif isinstance(s, L.Call):
             self.line(d, f"call {s.func}({', '.join(e(a) for a in s.args)})")
         elif isinstance(s, L.Raise):
             args = f" % ({', '.join(e(a) for a in s.args)})" if s.args else ""
-            self.line(d, f"raise {s.exception}({s.fmt!r}{args})")
+            self.line(d, f"raise {s.exception}({s.fmt!r}{args}){_site(s.site)}")
         elif isinstance(s, L.Failed):
             self.line(d, f"fail check {s.check} ({', '.join(e(v) for _, v in s.values)})")
         elif isinstance(s, L.Print):
             self.line(d, f"print {s.k} ({', '.join(e(p) for p, _, _ in s.buffers)})")
         else:
             raise TypeError(f"no text for {type(s).__name__}")
+
+
+def _site(site: int) -> str:
+    """Where a fault names its line: the module's fault site (see ``Failed``'s check)."""
+    return f" at site {site}" if site >= 0 else ""
 
 
 def _type(t) -> str:
