@@ -11,25 +11,39 @@ Specialisations run as native code (``backend="c"``, the default) or on the inte
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
+import io
 import operator
 import os
 import sys
 import threading
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from . import numpy_api  # noqa: F401  (registers the NumPy mappings)
 from .backends import interp
-from .errors import ConcretizationError, UnsupportedError, array_subclass, internal_errors
+from .errors import (
+    BARE_RAISE_KEEPS_TRACEBACK,
+    CompileError,
+    ConcretizationError,
+    InternalError,
+    UnsupportedError,
+    array_subclass,
+    hide_internal_frames,
+    internal_errors,
+    public,
+    warn_user,
+)
 from .frontend.lowering import has_ref
+from .frontend.outside import Capture, Outside, current_inputs
 from .frontend.stager import Stager
-from .frontend.values import Ref
+from .frontend.values import Ref, View
 from .ir.builder import Builder
 from .ir.core import Func
 from .ir.types import type_of_value
@@ -67,6 +81,7 @@ class Signature:
     leaves: list
     dynamic: list[int]  # positions of run-time leaves, first occurrence of each array
     alias: list[int]  # for each run-time leaf, the position of its first occurrence
+    outside: list = field(default_factory=list)  # the captures' values (see Staged)
 
 
 def signature(fn: Callable, args: tuple, kwargs: dict, static_argnames: Sequence[str],
@@ -108,6 +123,10 @@ class Staged:
     runner: Callable[..., list] | None = None  # the compiled function (None: interpreter)
     staged_func: Func | None = None  # the IR as staged, before the optimisation passes
     extra: int = 0  # parameters the staging added after the arguments' (see pb.vjp)
+    # globals and closure cells it read (frontend.outside): the run-time ones are its last
+    # parameters; the positions among those of the arrays it writes to
+    captures: list[Capture] = field(default_factory=list)
+    outside_writeback: list[int] = field(default_factory=list)
 
     def run(self, *inputs: Any) -> list:
         if self.runner is not None:
@@ -171,19 +190,31 @@ def _warn_once(message: str) -> None:
         warnings.warn(message, RuntimeWarning, stacklevel=4)
 
 
-def stage(fn: Callable, sig: Signature, name: str) -> Staged:
+def stage(fn: Callable, sig: Signature, name: str, cells: Sequence[Any] = ()) -> Staged:
+    """Stage ``fn`` for ``sig``; ``cells`` are the closure cells of the compiled callable
+    (see ``frontend.outside``).  Globals and cells that staging needs as constants are
+    staged again as constants checked by content."""
     *leaves, static = sig.leaves
-    stager = Stager()
     limit = sys.getrecursionlimit()
     sys.setrecursionlimit(max(limit, 12000))  # staging nests deeper than running
     try:
-        return _stage(fn, sig, name, stager, leaves, static)
+        stager = Stager()
+        try:
+            return _stage(fn, sig, name, stager, leaves, static, cells, False)
+        except ConcretizationError:
+            if stager.outside is None or not stager.outside.params:
+                raise
+            return _stage(fn, sig, name, Stager(), leaves, static, cells, True)
+        except Exception as e:
+            if _wrote(stager):  # the program raised after writing to the caller's arrays
+                e._pullback_wrote = True  # type: ignore[attr-defined]
+            raise
     finally:
         sys.setrecursionlimit(limit)
 
 
 def _stage(fn: Callable, sig: Signature, name: str, stager: Stager, leaves: list,
-           static: dict) -> Staged:
+           static: dict, root_cells: Sequence[Any], freeze: bool) -> Staged:
     with Builder() as b:
         cells: dict[int, Ref] = {}
         abstract = []
@@ -201,6 +232,10 @@ def _stage(fn: Callable, sig: Signature, name: str, stager: Stager, leaves: list
                                bool(x.flags.c_contiguous) if kind == "array" else True)
             abstract.append(cells[j])
         stager.arguments = list(cells.values())
+        stager.argument_params = [cell.raw() for cell in stager.arguments]
+        outside = stager.outside = Outside(b, root_cells, {
+            id(leaves[j]): (j, cell) for j, cell in cells.items() if cell.kind == "array"})
+        outside.freeze = freeze
         arguments = tree_unflatten(sig.tree, abstract)
         sig_fn = inspect.signature(fn)
         merged = {**arguments, **static}
@@ -209,10 +244,14 @@ def _stage(fn: Callable, sig: Signature, name: str, stager: Stager, leaves: list
         result = stager.call(fn, list(bound.args), dict(bound.kwargs))
         out_leaves, out_tree = tree_flatten(result)
         results, outputs = [], []
-        arg_of = {id(cell): j for j, cell in cells.items() if cell.kind == "array"}
+        arg_of = {id(cell): ("arg", j) for j, cell in cells.items() if cell.kind == "array"}
+        arg_of.update((id(cell), ("outside", k)) for k, cell in enumerate(outside.cells)
+                      if cell.kind == "array")
         for x in out_leaves:
             if id(x) in arg_of:  # the caller's own array, as plain Python returns it
-                outputs.append(("arg", arg_of[id(x)]))
+                outputs.append(arg_of[id(x)])
+            elif _view_of(x, arg_of) is not None:  # ... or a view of it
+                outputs.append(_view_of(x, arg_of))
             elif isinstance(x, Ref):
                 results.append(x.get())
                 outputs.append(("dyn", x.kind, x.get().type.weak))
@@ -221,15 +260,42 @@ def _stage(fn: Callable, sig: Signature, name: str, stager: Stager, leaves: list
                     raise UnsupportedError("a function cannot return an f-string of run-time "
                                            "values")
                 outputs.append(("static", x))
-        writeback = []
+        writeback, outside_writeback = [], []
         params = list(b.frame.params)
-        extra = len(params) - len(cells)
         for (j, cell), param in zip(cells.items(), params[:len(cells)], strict=True):
             if cell.kind == "array" and cell.raw() is not param:
                 writeback.append(j)
                 results.append(cell.raw())
+        for k, (param, cell) in enumerate(zip(outside.params, outside.cells, strict=True)):
+            if cell.raw() is not param:
+                outside_writeback.append(k)
+                results.append(cell.raw())
+        later = [p for p in params[len(cells):] if p not in outside.params]
+        b.frame.params = [*params[:len(cells)], *later, *outside.params]
         func = b.finish(name, results)
-    return Staged(func, outputs, out_tree, writeback, extra=extra)
+    return Staged(func, outputs, out_tree, writeback, extra=len(later),
+                  captures=outside.captures, outside_writeback=outside_writeback)
+
+
+def _view_of(x: Any, arrays: dict[int, tuple]) -> tuple | None:
+    """``('view', whose, recipes)`` when ``x`` is a view of one of ``arrays`` (cells by id:
+    where the caller's array is) that NumPy would make too (``recipes``, applied in
+    order to the caller's array); None otherwise."""
+    recipes = []
+    while isinstance(x, View) and x.native is not None:
+        recipes.append(x.native)
+        x = x.base
+    if not recipes or id(x) not in arrays or isinstance(x, View):
+        return None
+    return ("view", arrays[id(x)], tuple(reversed(recipes)))
+
+
+def _wrote(stager: Stager) -> bool:
+    """Whether staging has written to an array of the caller (an argument, a global)."""
+    outside = stager.outside
+    pairs = [*zip(stager.arguments, stager.argument_params, strict=True),
+             *(zip(outside.cells, outside.params, strict=True) if outside else ())]
+    return any(cell.kind == "array" and cell.raw() is not param for cell, param in pairs)
 
 
 def _output(value: np.ndarray, spec: tuple, inputs: list) -> Any:
@@ -247,15 +313,29 @@ def run(staged: Staged, sig: Signature, extra: Sequence[Any] = ()) -> Any:
     """Run a specialisation on the run-time leaves of a call's arguments (and on the
     values of its ``extra`` parameters); its result, and the arguments it mutates
     written back."""
-    leaves = sig.leaves[:-1]
+    leaves, outside = sig.leaves[:-1], sig.outside
     inputs = [leaves[i] for i in sig.dynamic]
-    outs = staged.run(*inputs, *extra)
-    n = len(outs) - len(staged.writeback)
+    outs = staged.run(*inputs, *extra, *outside)
+    n = len(outs) - len(staged.writeback) - len(staged.outside_writeback)
     it = iter(outs[:n])
-    result = [_output(next(it), s, inputs) if s[0] == "dyn" else
-              leaves[s[1]] if s[0] == "arg" else s[1] for s in staged.outputs]
-    for i, value in zip(staged.writeback, outs[n:], strict=True):
+    def caller(whose: tuple) -> Any:
+        kind, i = whose
+        return leaves[i] if kind == "arg" else outside[i]
+
+    def view(whose: tuple, recipes: tuple) -> Any:
+        v = caller(whose)
+        for recipe in recipes:
+            v = recipe(v)
+        return v
+
+    result = [_output(next(it), s, [*inputs, *outside]) if s[0] == "dyn" else
+              view(*s[1:]) if s[0] == "view" else
+              caller(s) if s[0] in ("arg", "outside") else s[1] for s in staged.outputs]
+    written = iter(outs[n:])
+    for i, value in zip(staged.writeback, written, strict=False):
         np.copyto(leaves[i], value, casting="no")
+    for k, value in zip(staged.outside_writeback, written, strict=False):
+        np.copyto(outside[k], value, casting="no")
     return tree_unflatten(staged.out_tree, result)
 
 
@@ -268,6 +348,8 @@ class FastEntry(NamedTuple):
     taken: tuple[int, ...] | None  # the leaves passed on (all: None)
     guard: tuple  # (leaf count, (place, type, value) of the Python scalars fixed)
     nest: Callable[[tuple], Any] | None  # nests the flat results (None: as they come)
+    pinned: tuple[tuple[dict, str, Any], ...]  # globals it reads: the same objects still?
+    captures: tuple[Capture, ...]  # the rest it reads from outside (see _fast_call)
 
 
 def _nesting(shape: Any) -> Callable[[tuple], Any] | None:
@@ -305,7 +387,8 @@ def _fast_entry(staged: Staged, sig: Signature, args: tuple) -> FastEntry | None
     *leaves, static = sig.leaves
     flat, tree = tree_flatten(args)
     kinds = [_leaf_kind(a) for a in flat]
-    if call is None or static or staged.writeback or len(leaves) != len(flat) or \
+    if call is None or static or staged.writeback or staged.outside_writeback or \
+            len(leaves) != len(flat) or \
             len(sig.dynamic) != sum(k is not None for k in kinds) or \
             any(s[0] != "dyn" for s in staged.outputs) or \
             any(k is None and type(a) not in (int, bool, str, type(None))
@@ -330,6 +413,9 @@ def _fast_entry(staged: Staged, sig: Signature, args: tuple) -> FastEntry | None
         shape_form, nest = c.TUPLE, _rebuild(staged.out_tree, shape)
     how = {"array": c.ARRAY, "scalar": c.SCALAR, "python": c.FLOAT}
     ins = [(how[_leaf_kind(passed[j])], j) for j in positions]
+    fed = [c for c in staged.captures if c.kind is not None and not c.frozen and c.same is None]
+    ins += [({"array": c.ARRAY, "scalar": c.SCALAR, "float": c.FLOAT}[x.kind], len(passed) + k)
+            for k, x in enumerate(fed)]
     outs = [c.PYTHON if weak else c.NUMPY if kind == "scalar" else c.ARRAY
             for _, kind, weak in staged.outputs]
     guard = tuple((j, type(a), a) for j, (a, k) in enumerate(zip(flat, kinds, strict=True))
@@ -338,40 +424,55 @@ def _fast_entry(staged: Staged, sig: Signature, args: tuple) -> FastEntry | None
     all_leaves = len(flat) == len(args) and all(a is x for a, x in zip(args, flat, strict=True))
     nested = None if all_leaves else tree
     return FastEntry(call, c.form(shape_form, ins, outs), nested, taken,
-                     (len(flat), guard) if guard else (), nest)
+                     (len(flat), guard) if guard else (), nest,
+                     tuple((x.env, x.name, x.seen) for x in staged.captures if x.pinned),
+                     tuple(x for x in staged.captures if not x.pinned))
 
 
-def _fast_call(fast: FastEntry, args: tuple) -> Any:
-    """A fast entry's call of pytree arguments, or of fixed Python scalars among them."""
+def _fast_call(fast: FastEntry, args: tuple, cells: Sequence[Any]) -> Any:
+    """A fast entry's call of pytree arguments, of fixed Python scalars among them, or
+    reading values from outside (``cells``: the called function's)."""
     leaves = args
     if fast.tree is not None:
         flat, tree = tree_flatten(args)
         if tree != fast.tree:
             return NotImplemented
         leaves = tuple(flat)
-    if fast.taken is None:
-        return fast.call(leaves, fast.form)
-    size, fixed = fast.guard
-    if len(leaves) != size or not all(type(leaves[j]) is t and leaves[j] == v
-                                      for j, t, v in fixed):
-        return NotImplemented
-    return fast.call(tuple([leaves[j] for j in fast.taken]), fast.form)
+    passed = leaves
+    if fast.taken is not None:
+        size, fixed = fast.guard
+        if len(leaves) != size or not all(type(leaves[j]) is t and leaves[j] == v
+                                          for j, t, v in fixed):
+            return NotImplemented
+        passed = tuple([leaves[j] for j in fast.taken])
+    if fast.captures:
+        values = current_inputs(fast.captures, cells, leaves)
+        if values is None:
+            return NotImplemented
+        if values:
+            passed = (*passed, *values)
+    return fast.call(passed, fast.form)
 
 
 class _Specialisations:
     """What every ``Jitted`` of one computation shares (see ``keys``): the compiled
     specialisations, the fast entry of the last call, the function's signature."""
 
-    __slots__ = ("cache", "lock", "fast", "params")
+    __slots__ = ("cache", "lock", "fast", "params", "ints")
 
     def __init__(self) -> None:
-        self.cache: dict[tuple, Staged] = {}
+        self.cache: dict[tuple, list[Staged]] = {}  # per signature, newest first
         self.lock = threading.Lock()
         self.fast: FastEntry | None = None  # see _fast_entry
         self.params: inspect.Signature | None = None  # fn's signature, once asked
+        self.ints: dict[str, set[int]] = {}  # Python-int arguments' values compiled for
 
 
 _SPECIALISATIONS = Registry()
+
+#: Values of one Python int argument a function is compiled for before pullback warns
+#: that each value compiles anew (see ``Jitted._count_static_ints``).
+MANY_STATIC_INTS = 8
 
 
 class Jitted:
@@ -387,8 +488,10 @@ class Jitted:
         self.fn = fn
         self.static_argnames = tuple(static_argnames)
         self.backend = backend
-        self._spec: _Specialisations = _SPECIALISATIONS.get(callable_key(self),
+        cells: list = []  # the closure cells the key met, in order (see frontend.outside)
+        self._spec: _Specialisations = _SPECIALISATIONS.get(callable_key(self, cells=cells),
                                                             _Specialisations)
+        self._cells = cells
 
     def __pb_key__(self, key_of: Callable[[Any], Any]) -> tuple:
         return ("jit", key_of(self.fn), self.static_argnames, self.backend)
@@ -412,24 +515,45 @@ class Jitted:
             spec.params = inspect.signature(self.fn)
         return spec.params
 
+    #: Specialisations kept per argument signature for different outside values
+    VARIANTS = 8
+
+    @public
     def specialise(self, *args: Any, **kwargs: Any) -> tuple[Staged, Signature]:
+        """The specialisation for this call, staged if there is none; the values it
+        reads from outside are in the signature (``sig.outside``)."""
         spec = self._spec
         sig = signature(self.fn, args, kwargs, self.static_argnames, self.signature())
-        staged = spec.cache.get(sig.key)
-        if staged is None:
-            with spec.lock:
-                staged = spec.cache.get(sig.key)
-                if staged is None:
-                    staged = self._build(sig)
-                    spec.cache[sig.key] = staged
-        return staged, sig
+        found = self._variant(spec.cache.get(sig.key, ()), sig)
+        if found is not None:
+            return found, sig
+        with spec.lock:
+            variants = spec.cache.get(sig.key, [])
+            found = self._variant(variants, sig)
+            if found is None:
+                found = self._build(sig)
+                self._count_static_ints(args, kwargs)
+                if self._variant([found], sig) is None:
+                    raise RuntimeError(f"pullback: compiling {self.__name__} changed the "
+                                       "globals or closure values it reads")
+                spec.cache[sig.key] = [found, *variants][:self.VARIANTS]
+        return found, sig
+
+    def _variant(self, variants: Sequence[Staged], sig: Signature) -> Staged | None:
+        leaves = sig.leaves[:-1]
+        for staged in variants:
+            values = current_inputs(staged.captures, self._cells, leaves)
+            if values is not None:
+                sig.outside = values
+                return staged
+        return None
 
     def _build(self, sig: Signature) -> Staged:
         """Stage, optimise and compile one specialisation; anything but the errors a
         user may see becomes an ``InternalError`` naming where staging was."""
         name = getattr(self.fn, "__name__", "f").replace("<lambda>", "lambda")
         with internal_errors(self.fn):
-            staged = stage(self.fn, sig, name)
+            staged = stage(self.fn, sig, name, self._cells)
             staged.staged_func, staged.func = staged.func, optimize(staged.func)
             if "ir" in os.environ.get("PULLBACK_DUMP", "").split(","):
                 print(staged.func)
@@ -438,6 +562,7 @@ class Jitted:
             _compile(staged, self.backend)
         return staged
 
+    @public
     def lower(self, *args: Any, **kwargs: Any) -> Lowered:
         """What this function compiles to for these arguments: the IR as staged and
         after each pass, and the C source."""
@@ -448,18 +573,105 @@ class Jitted:
         return Lowered(staged.staged_func, passes, staged.func, self.backend)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        spec = self._spec
-        fast = spec.fast
-        if fast is not None and not kwargs:
-            call, form, tree, taken, _, nest = fast
-            out = call(args, form) if tree is None and taken is None else _fast_call(fast, args)
-            if out is not NotImplemented:
-                return out if nest is None else nest(out)
-        staged, sig = self.specialise(*args, **kwargs)
-        result = run(staged, sig)
-        if not kwargs:
-            spec.fast = _fast_entry(staged, sig, args) or spec.fast
-        return result
+        try:
+            spec = self._spec
+            fast = spec.fast
+            if fast is not None and not kwargs:
+                call, form, tree, taken, _, nest, pinned, captures = fast
+                for env, name, seen in pinned:
+                    if env.get(name) is not seen:
+                        break
+                else:
+                    out = call(args, form) if tree is None and taken is None and \
+                        not captures else _fast_call(fast, args, self._cells)
+                    if out is not NotImplemented:
+                        return out if nest is None else nest(out)
+            try:
+                staged, sig = self.specialise(*args, **kwargs)
+            except (CompileError, InternalError):
+                raise
+            except Exception as e:  # the program's own, raised while staging ran it
+                if hasattr(self.fn, "__pb_stage__") or not getattr(e, "_pullback_wrote", 0):
+                    raise
+                return self._as_plain_python(args, kwargs)  # after writes it made
+            if staged.runner is None and self._as_python():
+                return self.fn(*args, **kwargs)
+            if staged.writeback or staged.outside_writeback:
+                return self._run_writing(staged, sig, args, kwargs)
+            result = run(staged, sig)
+            if not kwargs:
+                spec.fast = _fast_entry(staged, sig, args) or spec.fast
+            return result
+        except Exception as e:  # the API's boundary (``errors.public``, inline: no call)
+            hide_internal_frames(e)
+            if BARE_RAISE_KEEPS_TRACEBACK:
+                raise
+            raise e  # noqa: B904 (Python 3.10: re-raised with the filtered traceback)
+
+    def _run_writing(self, staged: Staged, sig: Signature, args: tuple, kwargs: dict) -> Any:
+        """A call that writes to the caller's arrays, which the compiled code does all at
+        once when it returns.  Where plain Python would see more, the call runs as plain
+        Python (a function only jitted) or is refused (a transform): where arrays it is
+        given may overlap in memory (views of one base: a write to one changes another),
+        and where it faults midway (the writes made before the fault stay made)."""
+        plain = not hasattr(self.fn, "__pb_stage__")
+        arrays = [a for a in (*(sig.leaves[i] for i in sig.dynamic), *sig.outside)
+                  if type(a) is np.ndarray]
+        if any(np.may_share_memory(a, b) for i, a in enumerate(arrays)
+               for b in arrays[i + 1:] if a is not b):
+            if not plain:
+                raise UnsupportedError(
+                    f"{self.__name__} writes to its arrays, and arrays it is given share "
+                    "memory (views of one array): pullback would not see one write "
+                    "through another", hint="pass copies (`.copy()`), or the base array")
+            return self.fn(*args, **kwargs)
+        try:
+            return run(staged, sig)
+        except (CompileError, InternalError):
+            raise
+        except Exception:
+            if not plain:
+                raise
+        return self._as_plain_python(args, kwargs, printed=True)
+
+    def _as_plain_python(self, args: tuple, kwargs: dict, printed: bool = False) -> Any:
+        """A call that faulted, run again as plain Python: the compiled code wrote nothing
+        to the caller's arrays, plain Python makes the writes before the fault and raises
+        it (what the compiled code ``printed`` on the way is not printed twice)."""
+        with contextlib.redirect_stdout(io.StringIO()) if printed else contextlib.nullcontext():
+            return self.fn(*args, **kwargs)
+
+    def _count_static_ints(self, args: tuple, kwargs: dict) -> None:
+        """Warn once per argument when this function has been compiled for more than
+        ``MANY_STATIC_INTS`` values of one Python int argument (a compile-time constant:
+        each value compiles anew), unless it is static by name."""
+        seen_by_name = self._spec.ints
+        for name, value in self.signature().bind(*args, **kwargs).arguments.items():
+            if type(value) is not int or name in self.static_argnames:
+                continue
+            seen = seen_by_name.setdefault(name, set())
+            if len(seen) > MANY_STATIC_INTS:
+                continue  # said already
+            seen.add(value)
+            if len(seen) > MANY_STATIC_INTS:
+                warn_user(
+                    f"pullback: {self.__name__} has been compiled for {len(seen)} values of "
+                    f"its argument {name!r}: a Python int is a compile-time constant, so "
+                    f"each new value compiles again.  Pass np.int64({name}) (or an array) "
+                    "to make it a run-time value, or name it in static_argnames if one "
+                    "compilation per value is intended")
+
+    def _as_python(self) -> bool:
+        """Whether a call runs ``fn`` itself: where no C compiler works, a function only
+        jitted (no transform: ``fn`` is the program's own callable) runs as plain Python,
+        which is exact and far faster than the interpreter (scalar loops: about 150x),
+        once staging has accepted it.  An explicit ``backend="interp"`` and transforms
+        run their IR on the interpreter."""
+        if self.backend != "c" or hasattr(self.fn, "__pb_stage__"):
+            return False
+        from .backends.c import build
+
+        return not build.have_compiler()
 
     def __get__(self, obj: Any, objtype: Any = None) -> Any:
         return self if obj is None else functools.partial(self, obj)
@@ -485,6 +697,7 @@ def make_ir(fn: Callable, *, static_argnames: Sequence[str] | str = ()) -> Calla
     """``make_ir(f)(*args)``: the IR ``jit(f)`` runs for these arguments (printable)."""
     jitted = jit(fn, static_argnames=static_argnames)
 
+    @public
     def ir(*args: Any, **kwargs: Any) -> Func:
         return jitted.specialise(*args, **kwargs)[0].func
 

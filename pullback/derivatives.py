@@ -33,7 +33,7 @@ from .ir.builder import current
 from .ir.core import Atom, Block, Lit, Var
 from .ir.rewrite import inline
 from .ir.types import TensorType, int64
-from .keys import Registry, callable_key, value_key
+from .keys import value_key
 from .ops import ad
 from .ops import elementwise as E
 from .ops import index as I
@@ -358,31 +358,24 @@ def _stage_jvp(st: Stager, fn: Callable, primals: Any, tangents: Any) -> Any:
     return sub.rebuild(outs), sub.rebuild(full)
 
 
-class _Helper(Transform):
-    """A compiled function of ``(primals, second)``: what ``pb.jvp`` and ``pb.vjp``'s
-    ``vjp_fn`` run when called from plain Python."""
+class _JVPOf(Transform):
+    """``pb.jvp(fn, ...)`` called from plain Python: a compiled function of ``(primals,
+    tangents)``, made per call (its specialisations are shared through ``fn``'s key)."""
 
-    def __init__(self, name: str, stage: Callable[[Stager, tuple, Any], Any]):
-        self.fn = stage
-        self.__name__ = name
+    def __init__(self, fn: Callable):
+        super().__init__(fn)
+        self.__name__ = f"jvp_{getattr(fn, '__name__', 'f')}"
         self.__signature__ = inspect.signature(self.__call__)
-        self._jitted = None
 
-    def __call__(self, primals: tuple, second: Any) -> Any:
-        return super().__call__(primals, second)
+    def __pb_key__(self, key_of: Callable[[Any], Any]) -> tuple:
+        return ("jvp", key_of(self.fn))
+
+    def __call__(self, primals: tuple, tangents: tuple) -> Any:
+        return super().__call__(primals, tangents)
 
     def __pb_stage__(self, st: Stager, args: list, kwargs: dict) -> Any:
-        (primals, second), _ = _bind(self.__call__, args, kwargs)
-        return self.fn(st, primals, second)
-
-
-_HELPERS = Registry()
-
-
-def _cached(fn: Callable, key: tuple, make: Callable[[], Any]) -> Any:
-    """A per-computation object (a compiled helper), shared by every callable that is
-    the same computation as ``fn`` (see ``keys``)."""
-    return _HELPERS.get((callable_key(fn), *key), make)
+        (primals, tangents), _ = _bind(self.__call__, args, kwargs)
+        return _stage_jvp(st, self.fn, primals, tangents)
 
 
 class _JVP:
@@ -391,10 +384,7 @@ class _JVP:
 
     @public
     def __call__(self, fn: Callable, primals: Sequence, tangents: Sequence) -> Any:
-        jvp_of = _cached(fn, ("jvp",), lambda: _Helper(
-            f"jvp_{getattr(fn, '__name__', 'f')}",
-            lambda st, p, t: _stage_jvp(st, fn, p, t)))
-        return jvp_of(tuple(primals), tuple(tangents))
+        return _JVPOf(fn)(tuple(primals), tuple(tangents))
 
     def __pb_stage__(self, st: Stager, args: list, kwargs: dict) -> Any:
         (fn, primals, tangents), _ = _bind(self.__call__, args, kwargs)
@@ -467,6 +457,9 @@ class _PythonVJP:
             [inspect.Parameter("primals", inspect.Parameter.VAR_POSITIONAL)])
         self.jitted = Jitted(self, (), None)
 
+    def __pb_key__(self, key_of: Callable[[Any], Any]) -> tuple:
+        return ("vjp", key_of(self.fn), self.has_aux)
+
     def __pb_stage__(self, st: Stager, args: list, kwargs: dict) -> Any:
         where, out, aux, outs, backward = _stage_vjp(st, self.fn, args, self.has_aux)
         pos = {id(a): i for i, a in enumerate(outs)}
@@ -524,7 +517,7 @@ class _VJP:
 
     @public
     def __call__(self, fn: Callable, *primals: Any, has_aux: bool = False) -> tuple:
-        return _cached(fn, ("vjp", has_aux), lambda: _PythonVJP(fn, has_aux))(*primals)
+        return _PythonVJP(fn, has_aux)(*primals)
 
     def __pb_stage__(self, st: Stager, args: list, kwargs: dict) -> tuple:
         fn, *primals = args

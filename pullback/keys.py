@@ -8,7 +8,11 @@ method its function and object; a transform (``__pb_key__``) its kind, settings 
 key of what it wraps.  Values are compared by
 value where Python can (hashable), plain containers by their items, anything else by
 identity: the key then holds the object, so its ``id`` cannot be reused while the key
-lives.
+lives.  Arrays and floats in closure cells and globals are keyed by their type only: the
+compiled code reads them when it is called (see ``frontend.outside``), so functions that
+differ only in those values share their specialisations.  The cells met on the way are
+listed in order (``cells``): two callables with equal keys have their cells in the same
+places, so a specialisation staged through one reads the other's cells by position.
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ import types
 import weakref
 from collections import OrderedDict
 from typing import Any
+
+import numpy as np
 
 from .errors import UnsupportedError
 
@@ -43,14 +49,16 @@ class _Same:
 LARGEST = 64
 
 
-def value_key(x: Any, seen: frozenset = frozenset(), strict: bool = False) -> Any:
+def value_key(x: Any, seen: frozenset = frozenset(), strict: bool = False,
+              cells: list | None = None) -> Any:
     """``x`` as a hashable key: equal keys for equal values, identity otherwise.  With
     ``strict`` (compile-time arguments, whose values the compiled code holds) there is no
-    identity fallback: what is neither hashable nor a plain container is refused."""
+    identity fallback: what is neither hashable nor a plain container is refused.  The
+    closure cells of the functions met are appended to ``cells``."""
     if id(x) in seen:
         return _identity(x, strict)
     if callable(x) and not isinstance(x, type):
-        return callable_key(x, seen)
+        return callable_key(x, seen, cells)
     if isinstance(x, (set, frozenset)):  # their items are hashable
         return (type(x), frozenset(x))
     if isinstance(x, slice):  # unhashable before Python 3.12
@@ -61,12 +69,12 @@ def value_key(x: Any, seen: frozenset = frozenset(), strict: bool = False) -> An
             return _Same(x)
         inner = seen | {id(x)}
         if type(x) is not dict:
-            return (type(x), tuple(value_key(v, inner, strict) for v in x))
+            return (type(x), tuple(value_key(v, inner, strict, cells) for v in x))
         try:
             items = sorted(x.items(), key=lambda kv: repr(kv[0]))
         except Exception:  # noqa: BLE001 (keys of mixed types: identity is still correct)
             return _identity(x, strict)
-        return (dict, tuple((value_key(k, inner, strict), value_key(v, inner, strict))
+        return (dict, tuple((value_key(k, inner, strict), value_key(v, inner, strict, cells))
                             for k, v in items))
     try:
         hash(x)
@@ -85,34 +93,62 @@ def _identity(x: Any, strict: bool) -> _Same:
     return _Same(x)
 
 
-def callable_key(fn: Any, seen: frozenset = frozenset()) -> Any:
-    """The key of a callable (see the module docstring)."""
+def callable_key(fn: Any, seen: frozenset = frozenset(), cells: list | None = None) -> Any:
+    """The key of a callable (see the module docstring); the closure cells met on the way
+    are appended to ``cells``."""
     inner = seen | {id(fn)}
     own = getattr(type(fn), "__pb_key__", None)
     if own is not None:
-        return own(fn, lambda f: callable_key(f, inner))
+        return own(fn, lambda f: callable_key(f, inner, cells))
     if isinstance(fn, types.FunctionType):
-        cells = []
+        held = []
         for cell in fn.__closure__ or ():
+            if cells is not None:
+                cells.append(cell)
             try:
-                cells.append(value_key(cell.cell_contents, inner))
+                held.append(outside_key(cell.cell_contents, inner, cells))
             except ValueError:  # an empty cell
-                cells.append(None)
+                held.append(None)
         env = fn.__globals__
-        read = tuple((name, value_key(env[name], inner)) for name in _global_names(fn.__code__)
-                     if name in env)
-        return ("function", _Code(fn.__code__), id(env), read, tuple(cells),
+        read = tuple((name, outside_key(env[name], inner, cells))
+                     for name in _global_names(fn.__code__) if name in env)
+        return ("function", _Code(fn.__code__), id(env), read, tuple(held),
                 value_key(fn.__defaults__, inner), value_key(fn.__kwdefaults__, inner))
     if isinstance(fn, functools.partial):
-        return ("partial", callable_key(fn.func, inner), value_key(fn.args, inner),
+        return ("partial", callable_key(fn.func, inner, cells), value_key(fn.args, inner),
                 value_key(fn.keywords, inner))
     if isinstance(fn, types.MethodType):
-        return ("method", callable_key(fn.__func__, inner), value_key(fn.__self__, inner))
+        return ("method", callable_key(fn.__func__, inner, cells),
+                value_key(fn.__self__, inner))
     try:
         hash(fn)
     except TypeError:
         return _Same(fn)
     return ("object", fn)
+
+
+def runtime_kind(x: Any) -> str | None:
+    """How a value read from outside a staged function enters the compiled code: arrays
+    and floats as run-time values (``'array'``, ``'scalar'``: NumPy scalars, ``'float'``:
+    Python floats), anything else as a compile-time value (None)."""
+    if type(x) is np.ndarray:
+        return "array"
+    if type(x) is float:
+        return "float"
+    if isinstance(x, (np.floating, np.integer, np.bool_)):
+        return "scalar"
+    return None
+
+
+def outside_key(x: Any, seen: frozenset = frozenset(), cells: list | None = None) -> Any:
+    """The key of a value a function reads from its closure or globals: run-time values
+    (``runtime_kind``) by type, shape and layout, anything else by ``value_key``."""
+    kind = runtime_kind(x)
+    if kind == "array":
+        return (kind, x.shape, x.dtype.str, bool(x.flags.c_contiguous))
+    if kind is not None:
+        return (kind, type(x))
+    return value_key(x, seen, cells=cells)
 
 
 _NAMES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()

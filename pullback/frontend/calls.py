@@ -264,12 +264,7 @@ class CallMixin:
             src = function_source(fn)
             sig = inspect.signature(fn)
             parent = None
-            closure = {}
-            for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or (), strict=True):
-                try:
-                    closure[name] = cell.cell_contents
-                except ValueError:
-                    pass
+            closure = dict(zip(fn.__code__.co_freevars, fn.__closure__ or (), strict=True))
             globals_ = fn.__globals__
             ident = id(fn)  # closures of one code are different functions
         bound = sig.bind(*args, **kwargs)
@@ -297,7 +292,8 @@ class CallMixin:
 
         def enter(arguments: dict) -> Any:
             locals_, declared = _local_names(src)
-            frame = Frame(src.name, src.file, locals_, declared, parent, closure, globals_)
+            frame = Frame(src.name, src.file, locals_, declared, parent, closure, globals_,
+                          self.outside)
             frame.vars.update(arguments)
             frame.vars[RETURNED] = False
             return self.run_function(src, frame)

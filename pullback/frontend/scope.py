@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+from collections.abc import Callable
 from typing import Any
 
 from ..errors import Loc, UnsupportedError
@@ -127,10 +128,13 @@ def _own_loop_flags(node: ast.AST) -> set[str]:
 
 
 class Frame:
-    """One staged call: local variables, the enclosing frame, closure cells, globals."""
+    """One staged call: local variables, the enclosing frame, closure cells (by name),
+    globals.  What is read from cells and globals goes through ``outside(source, name,
+    value)`` (see ``frontend.outside``), which gives what staging works with."""
 
     def __init__(self, name: str, file: str, locals_: set[str], declared: dict[str, str],
-                 parent: Frame | None, closure: dict[str, Any], globals_: dict[str, Any]):
+                 parent: Frame | None, closure: dict[str, Any], globals_: dict[str, Any],
+                 outside: Callable[[Any, str, Any], Any] | None = None):
         self.name = name
         self.file = file
         self.locals = locals_
@@ -138,6 +142,7 @@ class Frame:
         self.parent = parent
         self.closure = closure
         self.globals = globals_
+        self.outside = outside or (lambda source, name, value: value)
         self.vars: dict[str, Any] = {}
         self.where: dict[str, Loc] = {}  # where each variable was last assigned
 
@@ -156,13 +161,19 @@ class Frame:
             if frame.declared.get(name) == "global":
                 break
             if name in frame.closure:
-                return frame.closure[name]
+                cell = frame.closure[name]
+                try:
+                    value = cell.cell_contents
+                except ValueError:
+                    raise NameError(f"cannot access free variable '{name}' where it is not "
+                                    "associated with a value in enclosing scope") from None
+                return self.outside(cell, name, value)
             if frame.parent is None:
                 break
             frame = frame.parent
         g = (frame or self).globals
         if name in g:
-            return g[name]
+            return self.outside(g, name, g[name])
         if hasattr(builtins, name):
             return getattr(builtins, name)
         raise NameError(f"name '{name}' is not defined")

@@ -27,6 +27,7 @@ from ..ops import shape as S
 from .calls import CallMixin
 from .control import ControlMixin
 from .lowering import annotate, concrete, has_ref, lift, lower
+from .outside import Outside
 from .scope import Frame, defined_flag
 from .source import Source
 from .statements import StatementMixin
@@ -64,8 +65,10 @@ class Stager(StatementMixin, ControlMixin, CallMixin):
         self.steps = 0  # staged calls and unrolled iterations, against MAX_STEPS
         self.frames: list[Frame] = []  # the staged call stack
         self.arguments: list[Ref] = []  # cells of the top-level arguments
+        self.argument_params: list[Atom] = []  # ... and what they held at first
         self.deferred: Exception | None = None  # the last error moved to run time
         self.in_rules: list = []  # custom-derivative functions whose rules are staged
+        self.outside: Outside | None = None  # reads of globals and closure cells
 
     def new_serial(self) -> int:
         return next_serial()

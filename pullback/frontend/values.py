@@ -214,15 +214,19 @@ for _name in _UNARY:
 
 
 class View(Ref):
-    """A view of ``base``: ``fwd(base)`` reads it, ``bwd(base, new)`` writes through."""
+    """A view of ``base``: ``fwd(base)`` reads it, ``bwd(base, new)`` writes through;
+    ``native(array)`` makes the same view of a NumPy array, where it is known at compile
+    time (a view of an argument is returned as a view of the caller's array)."""
 
-    __slots__ = ("base", "fwd", "bwd")
+    __slots__ = ("base", "fwd", "bwd", "native")
 
     def __init__(self, base: Ref, fwd: Callable[[Atom], Atom],
-                 bwd: Callable[[Atom, Atom], Atom], contiguous: bool = False):
+                 bwd: Callable[[Atom, Atom], Atom], contiguous: bool = False,
+                 native: Callable[[Any], Any] | None = None):
         self.base = base
         self.fwd = fwd
         self.bwd = bwd
+        self.native = native
         super().__init__(self._read(), "array", contiguous)
         self.readonly = base.readonly
         self.note = base.note

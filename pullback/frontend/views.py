@@ -18,7 +18,7 @@ from ..errors import users_call
 from ..ir.core import Atom, Lit
 from ..numpy_api import ATTRIBUTES, CALLABLES, METHODS, OPERATORS
 from ..numpy_api.manip import reshape_to
-from .lowering import lower
+from .lowering import has_ref, lower
 from .values import Ref, View
 
 #: ndarray methods and NumPy functions whose result is a view of their first argument.
@@ -53,7 +53,8 @@ def index_view(ref: Ref, idx: Any) -> Ref:
     basic = _is_basic(idx)
     if ref.kind == "array" and basic and (out.type.shape != () or Ellipsis in items):
         return View(ref, lambda b: OPERATORS["getitem"](b, low),
-                    lambda b, new: OPERATORS["setitem"](b, low, new))
+                    lambda b, new: OPERATORS["setitem"](b, low, new),
+                    native=None if has_ref(idx) else lambda a: a[idx])
     return Ref(out, "scalar" if out.type.shape == () else "array")
 
 
@@ -76,6 +77,7 @@ def view_call(ref: Ref, name: str, mapping: Callable, args: list, kwargs: dict,
     """``mapping(ref, *args)`` as a view of ``ref`` (or entangled with it)."""
     low_args, low_kw = lower(args), lower(kwargs)
     fwd = lambda b: mapping(b, *low_args, **low_kw)  # noqa: E731
+    static = not (has_ref(args) or has_ref(kwargs))
     if ref.kind != "array":
         return Ref(fwd(ref.get()))
     shape = ref.type.shape
@@ -84,8 +86,9 @@ def view_call(ref: Ref, name: str, mapping: Callable, args: list, kwargs: dict,
         out.entangle([ref])
         return out
     if name in _LAYOUT_DEPENDENT or name in ("squeeze", "expand_dims"):
-        return View(ref, fwd, lambda b, new: reshape_to(new, shape), ref.contiguous)
-    return View(ref, fwd, _scatter_back(shape, native))
+        return View(ref, fwd, lambda b, new: reshape_to(new, shape), ref.contiguous,
+                    native if static else None)
+    return View(ref, fwd, _scatter_back(shape, native), native=native if static else None)
 
 
 def view_attribute(stager: Any, ref: Ref, name: str) -> Ref | None:
@@ -93,7 +96,8 @@ def view_attribute(stager: Any, ref: Ref, name: str) -> Ref | None:
         return None
     if ref.kind != "array" or len(ref.type.shape) < 2:
         return ref if ref.kind == "array" else Ref(ref.get())
-    return View(ref, ATTRIBUTES["T"], lambda b, new: ATTRIBUTES["T"](new))
+    return View(ref, ATTRIBUTES["T"], lambda b, new: ATTRIBUTES["T"](new),
+                native=lambda a: a.T)
 
 
 def call_view_method(ref: Ref, name: str, args: list, kwargs: dict) -> Ref | None:

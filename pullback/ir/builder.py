@@ -77,6 +77,11 @@ class Builder:
         self.frame.params.append(v)
         return v
 
+    def outer_param(self, var: Var) -> None:
+        """``var`` becomes a parameter of the outermost block (its inner blocks, being
+        built, may read it)."""
+        self._frames[0].params.append(var)
+
     def emit(
         self,
         op: Op | str,
