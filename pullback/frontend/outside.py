@@ -1,6 +1,7 @@
 """Values a staged function reads from outside itself: its globals and closure cells.
 
-Python reads them each time the function runs, and so does the compiled code: arrays and
+Python reads them each time the function runs, and so does the compiled code (and so
+are arrays that are attributes or items of objects that outlive the call): arrays and
 floats among them become run-time parameters of the specialisation (fed their current
 values on every call, so ``weights[:] = ...`` or ``scale = 3.0`` is seen); anything else
 (ints, strings, functions, modules, objects) is a compile-time value, and the
@@ -41,9 +42,13 @@ class Capture:
     kind: str | None  # runtime_kind: a parameter; None: a compile-time value
     frozen: bool  # a run-time kind staged as a constant: compared by content
     key: Any  # outside_key of what was seen (compile-time values)
-    same: tuple | None = None  # ("arg", leaf) or ("capture", index): the same array
+    same: tuple | None = None  # ("arg", leaf) or ("capture", Capture): the same array
+    owner: Any = None  # else an object it is an attribute (or an item) of, by ``name``
+    attribute: bool = False
 
     def read(self, cells: Sequence[Any]) -> Any:
+        if self.owner is not None:
+            return getattr(self.owner, self.name) if self.attribute else self.owner[self.name]
         if self.env is not None:
             return self.env[self.name]
         if self.position is not None:
@@ -79,16 +84,16 @@ def current_inputs(captures: Sequence[Capture], cells: Sequence[Any],
                    leaves: Sequence[Any]) -> list | None:
     """The values now of the captures that are parameters, in order; None when any
     capture no longer fits the specialisation (it must be staged again)."""
-    values, now = [], []
+    values, now = [], {}
     for c in captures:
         try:
             v = c.read(cells)
-        except (KeyError, ValueError, IndexError):  # deleted, or an emptied cell
+        except (KeyError, ValueError, IndexError, AttributeError):  # deleted, emptied
             return None
-        now.append(v)
+        now[id(c)] = v
         if c.same is not None:
-            kind, i = c.same
-            if v is not (leaves[i] if kind == "arg" else now[i]):
+            kind, other = c.same
+            if v is not (leaves[other] if kind == "arg" else now.get(id(other))):
                 return None
         elif not c.fits(v):
             return None
@@ -106,7 +111,7 @@ class Outside:
         self.arguments = arguments  # id of an argument array: (leaf, its cell)
         self.captures: list[Capture] = []
         self.found: dict[tuple, Any] = {}  # (id(source), name): what staging works with
-        self.held: dict[int, tuple[int, Ref]] = {}  # id of a captured array: (index, cell)
+        self.held: dict[int, tuple[Capture, Ref]] = {}  # id of a captured array
         self.params: list[Var] = []  # the top-level parameters made, and their cells
         self.cells: list[Ref] = []
         self.freeze = False  # stage run-time kinds as constants (see module docstring)
@@ -128,6 +133,17 @@ class Outside:
         self.found[key] = staged
         return staged
 
+    def member(self, owner: Any, name: Any, value: np.ndarray, attribute: bool) -> Any:
+        """An array read as an attribute (or item) of an object that outlives the call: a
+        run-time parameter too, read through the object on every call."""
+        key = (id(owner), name, attribute)
+        if key not in self.found:
+            capture = Capture(None, name, None, None, value, "array", self.freeze, None,
+                              owner=owner, attribute=attribute)
+            self.captures.append(capture)
+            self.found[key] = value if self.freeze else self._parameter(capture, value)
+        return self.found[key]
+
     def _parameter(self, capture: Capture, value: Any) -> Ref:
         if capture.kind == "array":
             if id(value) in self.arguments:  # the caller passed it too: one array
@@ -135,8 +151,8 @@ class Outside:
                 capture.same = ("arg", leaf)
                 return cell
             if id(value) in self.held:  # read under another name
-                index, cell = self.held[id(value)]
-                capture.same = ("capture", index)
+                first, cell = self.held[id(value)]
+                capture.same = ("capture", first)
                 return cell
         var = Var(type_of_value(value), "outside")
         self.builder.outer_param(var)
@@ -147,5 +163,5 @@ class Outside:
         self.params.append(var)
         self.cells.append(cell)
         if capture.kind == "array":
-            self.held[id(value)] = (len(self.captures) - 1, cell)
+            self.held[id(value)] = (capture, cell)
         return cell

@@ -61,6 +61,7 @@ class Stager(StatementMixin, ControlMixin, CallMixin):
         self.active: list[tuple] = []  # keys of the user calls being staged
         self.recursive: dict[tuple, Any] = {}
         self.born: dict[int, tuple[Any, int]] = {}  # containers made while staging
+        self.fetched: dict[int, Any] = {}  # ... or read from objects that outlive the call
         self.region: int = -1  # serial where the innermost dynamic region began
         self.steps = 0  # staged calls and unrolled iterations, against MAX_STEPS
         self.frames: list[Frame] = []  # the staged call stack
@@ -306,7 +307,22 @@ class Stager(StatementMixin, ControlMixin, CallMixin):
         prop = getattr(type(obj), name, None)
         if isinstance(prop, property) and prop.fget is not None and not isinstance(obj, type):
             return self.call(prop.fget, [obj], {})
-        return self.adopt(users_call(getattr, obj, name))
+        return self.adopt(self.member(obj, name, users_call(getattr, obj, name), True))
+
+    def member(self, obj: Any, key: Any, value: Any, attribute: bool) -> Any:
+        """``value``, read from ``obj``: an array of an object that outlives the call is
+        read when the function is called (see ``frontend.outside``)."""
+        if self.outside is None or isinstance(obj, Ref) or \
+                (id(obj) in self.born and id(obj) not in self.fetched):
+            return value
+        if type(value) is not np.ndarray:
+            self.fetched[id(value)] = value  # (kept: its id is not reused meanwhile)
+            return value
+        try:
+            hash(key)
+        except TypeError:
+            return value
+        return self.outside.member(obj, key, value, attribute)
 
     def expr_Subscript(self, node: ast.Subscript) -> Any:
         return self.getitem(self.eval(node.value), self.eval(node.slice))
@@ -321,7 +337,7 @@ class Stager(StatementMixin, ControlMixin, CallMixin):
                 raise ConcretizationError(
                     f"an index into a Python {type(obj).__name__} must be known at compile "
                     "time", hint="use an array (np.stack the items) to index with data")
-        return self.adopt(users_call(operator.getitem, obj, idx))
+        return self.adopt(self.member(obj, idx, users_call(operator.getitem, obj, idx), False))
 
     def index_array(self, ref: Ref, idx: Any) -> Ref:
         return index_view(ref, idx)

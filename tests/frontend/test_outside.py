@@ -17,6 +17,15 @@ POWER = 2
 TABLE = np.array([0, 2, 1])
 
 
+class Config:
+    def __init__(self):
+        self.w = np.array([1.0, -1.0])
+        self.layers = {"b": np.array([0.5, 0.5])}
+
+
+CONFIG = Config()
+
+
 def weighted(x):
     return np.sum(WEIGHTS * x) * SCALE
 
@@ -36,8 +45,9 @@ def scaled_in_place(x):
 
 @pytest.fixture(autouse=True)
 def _restore():
-    global WEIGHTS, SCALE, POWER, TABLE
+    global WEIGHTS, SCALE, POWER, TABLE, CONFIG
     saved = (WEIGHTS.copy(), SCALE, POWER, TABLE.copy())
+    CONFIG = Config()
     yield
     WEIGHTS, SCALE, POWER, TABLE = saved
 
@@ -198,3 +208,36 @@ def test_a_returned_global_array_is_the_global_itself():
 
     w, _ = pb.jit(give)(np.ones(2))
     assert w is WEIGHTS
+
+
+def configured(x):
+    return x * CONFIG.w + CONFIG.layers["b"]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_arrays_held_by_a_global_object_are_read_when_called(backend):
+    f, x = pb.jit(configured, backend=backend), np.ones(2)
+    np.testing.assert_array_equal(f(x), configured(x))
+    CONFIG.w[:] = 3.0  # in place
+    np.testing.assert_array_equal(f(x), [3.5, 3.5])
+    CONFIG.layers["b"] = np.zeros(2)  # rebound attribute / item
+    CONFIG.w = np.array([2.0, 4.0])
+    np.testing.assert_array_equal(f(x), configured(x))
+    np.testing.assert_array_equal(f(x), [2.0, 4.0])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_one_array_under_two_names_then_two_arrays(backend):
+    global ALIAS
+    ALIAS = WEIGHTS
+
+    def two_names(x):
+        WEIGHTS[0] = x
+        return np.sum(ALIAS)
+
+    f = pb.jit(two_names, backend=backend)
+    for _ in range(2):
+        assert f(10.0) == 15.0
+    ALIAS = np.zeros(3)  # now another array: the write to WEIGHTS does not reach it
+    assert f(20.0) == two_names(20.0) == 0.0
+    assert WEIGHTS[0] == 20.0
