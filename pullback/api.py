@@ -446,7 +446,7 @@ def _fast_call(fast: FastEntry, args: tuple, cells: Sequence[Any]) -> Any:
             return NotImplemented
         passed = tuple([leaves[j] for j in fast.taken])
     if fast.captures:
-        values = current_inputs(fast.captures, cells, leaves)
+        values = current_inputs(fast.captures, cells, leaves, native=True)
         if values is None:
             return NotImplemented
         if values:

@@ -47,10 +47,10 @@ class Capture:
     attribute: bool = False
 
     def read(self, cells: Sequence[Any]) -> Any:
-        if self.owner is not None:
-            return getattr(self.owner, self.name) if self.attribute else self.owner[self.name]
         if self.env is not None:
             return self.env[self.name]
+        if self.owner is not None:
+            return getattr(self.owner, self.name) if self.attribute else self.owner[self.name]
         if self.position is not None:
             return cells[self.position].cell_contents
         return self.cell.cell_contents
@@ -81,24 +81,30 @@ class Capture:
 
 
 def current_inputs(captures: Sequence[Capture], cells: Sequence[Any],
-                   leaves: Sequence[Any]) -> list | None:
+                   leaves: Sequence[Any], native: bool = False) -> list | None:
     """The values now of the captures that are parameters, in order; None when any
-    capture no longer fits the specialisation (it must be staged again)."""
-    values, now = [], {}
+    capture no longer fits the specialisation (it must be staged again).  A ``native``
+    entry checks the parameters' types and shapes itself."""
+    values: list = []
+    now: dict[int, Any] = {}
     for c in captures:
         try:
             v = c.read(cells)
         except (KeyError, ValueError, IndexError, AttributeError):  # deleted, emptied
             return None
-        now[id(c)] = v
         if c.same is not None:
             kind, other = c.same
             if v is not (leaves[other] if kind == "arg" else now.get(id(other))):
                 return None
-        elif not c.fits(v):
-            return None
-        elif c.kind is not None and not c.frozen:
+        elif c.kind is None or c.frozen:
+            if not c.fits(v):
+                return None
+        elif native or c.fits(v):
             values.append(v)
+            if c.kind == "array":
+                now[id(c)] = v
+        else:
+            return None
     return values
 
 
