@@ -241,3 +241,24 @@ def test_one_array_under_two_names_then_two_arrays(backend):
     ALIAS = np.zeros(3)  # now another array: the write to WEIGHTS does not reach it
     assert f(20.0) == two_names(20.0) == 0.0
     assert WEIGHTS[0] == 20.0
+
+
+class Layer:
+    def __init__(self, n):
+        self.w = np.arange(n, dtype=float)
+
+    def apply(self, x):
+        return np.tanh(x * self.w)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_jitted_bound_method_reads_its_objects_arrays_when_called(backend):
+    layer, x = Layer(3), np.ones(3)
+    f = pb.jit(layer.apply, backend=backend)
+    np.testing.assert_array_equal(f(x), layer.apply(x))
+    layer.w[:] = -1.0
+    np.testing.assert_array_equal(f(x), layer.apply(x))
+    layer.w = np.full(3, 0.5)
+    np.testing.assert_array_equal(f(x), layer.apply(x))
+    other = Layer(3)  # another object: its own arrays
+    np.testing.assert_array_equal(pb.jit(other.apply, backend=backend)(x), other.apply(x))
