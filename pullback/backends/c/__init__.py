@@ -11,7 +11,9 @@ faults raised as the Python exception plain execution raises.
 Threads: OpenMP loops and OpenBLAS's own threads take turns on the same cores, and how
 idle OpenMP threads wait is read once, when the first compiled module loads OpenMP;
 ``build.choose_threading`` sets it (and ``OPENBLAS_CORETYPE`` where OpenBLAS would pick
-slower kernels than the CPU runs) unless the user has.
+slower kernels than the CPU runs) unless the user has.  How many threads, and how much
+memory compiled functions keep between calls, ``limits`` reads and hands to the glue
+library; a compiled function collected hands its kept memory back.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,6 +32,7 @@ from ...errors import at_run_time
 from ...ir.core import Func, Module
 from ...ir.types import StackType, TensorType
 from ...ops.control import CHECK_EXCEPTIONS
+from . import limits
 from .build import NoCompilerError, build_module, choose_threading, warn_no_compiler_once
 from .codegen import generate
 from .long_builds import check_size, reported
@@ -106,13 +110,6 @@ def _entry(func: Func, name: str, notes: str) -> str:
         "pb_run, &pb_kept};",
         "",
         f"void *PyInit_{name}(void) {{  /* the module object */",
-        '    const char *threads = getenv("PULLBACK_NUM_THREADS");',
-        "    if (threads && atoi(threads) > 0) {  /* loops and BLAS alike */",
-        "#ifdef _OPENMP",
-        "        omp_set_num_threads(atoi(threads));",
-        "#endif",
-        "        scipy_openblas_set_num_threads(atoi(threads));",
-        "    }",
         f'    return pb_module_new("{name}", &pb_this);',
         "}",
         ""]
@@ -141,7 +138,10 @@ class Compiled:
         self.checks = checks
         self.prints = prints
         self.source = source
-        module.set_hooks(self._print, self._exception)
+        hooks = _Hooks(checks, prints)
+        module.set_hooks(hooks._print, hooks._exception)
+        limits.apply(module)
+        weakref.finalize(self, module.release).atexit = False  # exit frees it all
         self.in_types = list(func.in_types)
         n_in = len(func.in_types)
         self.list_form = form(LIST, [(ARRAY, k) for k in range(n_in)],
@@ -156,6 +156,16 @@ class Compiled:
             types = ", ".join(map(str, self.in_types))
             raise ValueError(f"arguments of shapes ({shapes}) do not match ({types})")
         return outs
+
+
+class _Hooks:
+    """What a module's prints and faults say.  The module holds its hooks for good, so
+    they hold only what they read: bound to a ``Compiled``, they would keep it from ever
+    being collected (and its memory from being handed back)."""
+
+    def __init__(self, checks: list, prints: list):
+        self.checks = checks
+        self.prints = prints
 
     def _print(self, k: int, data: tuple) -> None:
         eqn = self.prints[k]

@@ -28,7 +28,6 @@ import shlex
 import shutil
 import subprocess
 import sysconfig
-import tempfile
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -64,6 +63,8 @@ int main(void) {
     return 0;
 }
 """
+
+_SHARED_PROBE_SOURCE = "int pb_probe(void) { return 0; }\n"
 
 _PROBE_SOURCE = """\
 #ifdef _OPENMP
@@ -186,14 +187,19 @@ def _finish(pending: Sequence[Future[Path]]) -> None:
         job.result()
 
 
+#: Compilers found to answer --version but build no shared library (command -> why).
+_unusable: dict[str, str] = {}
+
+
 def _no_compiler_message() -> str:
     command = os.environ.get("PULLBACK_CC", "cc")
-    return f"no working C compiler (`{command} --version` failed)"
+    return _unusable.get(command) or f"no working C compiler (`{command} --version` failed)"
 
 
 def _compiler() -> tuple[tuple[str, ...], str] | None:
     """The compiler command (its program resolved to a path) and its version line."""
-    return _probe_compiler(os.environ.get("PULLBACK_CC", "cc"))
+    command = os.environ.get("PULLBACK_CC", "cc")
+    return None if command in _unusable else _probe_compiler(command)
 
 
 @functools.cache
@@ -223,11 +229,16 @@ def _cflags() -> list[str]:
             *shlex.split(os.environ.get("PULLBACK_CFLAGS", ""))]
 
 
+def openblas_library() -> Path:
+    """The OpenBLAS shared library modules link."""
+    return next(p for p in sorted((_openblas() / "lib").glob("libscipy_openblas*"))
+                if p.suffix in (".so", ".dylib"))
+
+
 def _ldflags() -> list[str]:
     """Link OpenBLAS, found again at load time through an rpath."""
-    lib_dir = _openblas() / "lib"
-    library = next(p for p in sorted(lib_dir.glob("libscipy_openblas*"))
-                   if p.suffix in (".so", ".dylib"))
+    library = openblas_library()
+    lib_dir = library.parent
     flags = [f"-L{lib_dir}", f"-l{library.stem[3:]}", f"-Wl,-rpath,{lib_dir}"]
     if platform.system() == "Darwin":  # Python's symbols resolve when the module loads
         flags += ["-undefined", "dynamic_lookup"]
@@ -241,18 +252,39 @@ def _probed(argv: tuple[str, ...], version: str, cflags: tuple[str, ...]
     small programs (a fifth of a second), so their answers are cached on disk too."""
 
     def probe(out: Path) -> None:
+        _check_builds_shared_libraries(argv, cflags)
         rejected = _rejected_flags(argv)
         accepted = [flag for flag in cflags if flag not in rejected]
         out.write_text(json.dumps([accepted, _has_vector_math(argv, tuple(accepted))]))
 
     path = cache.entry(cache.key("probes", argv, version, cflags), "probes.json", probe)
-    accepted, vector = json.loads(path.read_text())
+    accepted, vector = json.loads(cache.payload(path))
     return accepted, vector
+
+
+def _check_builds_shared_libraries(argv: tuple[str, ...], cflags: tuple[str, ...]) -> None:
+    """Raise NoCompilerError (and remember why, for the rest of the process) unless the
+    compiler builds a shared library from a one-line C file: a program that answers
+    --version and exits 0 without writing anything (PULLBACK_CC=echo) is no compiler."""
+    base = [flag for flag in cflags if flag in BASE_FLAGS]
+    with cache.scratch("probe") as tmp:
+        Path(tmp, "probe.c").write_text(_SHARED_PROBE_SOURCE)
+        proc = _run([*argv, *base, "probe.c", "-o", "probe.so"], tmp)
+        made = Path(tmp, "probe.so")
+        problem = (f"exit status {proc.returncode}" if proc.returncode != 0 else
+                   "it wrote nothing" if not made.exists() else
+                   cache.shared_object_problem(made.read_bytes()))
+    if problem is not None:
+        command = os.environ.get("PULLBACK_CC", "cc")
+        _unusable[command] = (f"`{command}` is not a working C compiler: it built no shared "
+                              f"library from a one-line C file ({problem})")
+        raise NoCompilerError(_unusable[command],
+                              hint="set PULLBACK_CC to a C compiler (gcc or clang)")
 
 
 def _rejected_flags(argv: tuple[str, ...]) -> frozenset[str]:
     """The optional flags this compiler cannot build and link a program with."""
-    with tempfile.TemporaryDirectory(prefix="pullback-probe-") as tmp:
+    with cache.scratch("probe") as tmp:
         Path(tmp, "probe.c").write_text(_PROBE_SOURCE)
         return frozenset(flag for flag in OPTIONAL_FLAGS
                          if _run([*argv, "-std=c11", flag, "probe.c", "-o", "probe"],
@@ -262,7 +294,7 @@ def _rejected_flags(argv: tuple[str, ...]) -> frozenset[str]:
 def _has_vector_math(argv: tuple[str, ...], flags: tuple[str, ...]) -> bool:
     """Whether vectorised math functions (glibc's libmvec) link with these flags."""
     wanted = [f for f in flags if f.startswith(("-march", "-fopenmp", "-O"))]
-    with tempfile.TemporaryDirectory(prefix="pullback-probe-") as tmp:
+    with cache.scratch("probe") as tmp:
         Path(tmp, "probe.c").write_text(_MVEC_PROBE)
         return _run([*argv, *wanted, "-fno-math-errno", "probe.c", "-o", "probe", "-lmvec",
                      "-lm"], tmp).returncode == 0
@@ -271,33 +303,35 @@ def _has_vector_math(argv: tuple[str, ...], flags: tuple[str, ...]) -> bool:
 def _compile(command: list[str], ldflags: list[str], source: str, module_name: str,
              headers: dict[str, str], out: Path, pending: Sequence[Future[Path]] = ()
              ) -> None:
-    """Compile source into the shared object out; on failure keep the source and say
-    where.  With builds pending (the libraries it links), compile to an object file,
-    wait for them, then link."""
-    build_dir = Path(tempfile.mkdtemp(prefix=f"pullback-{module_name}-"))
-    for name, text in headers.items():
-        (build_dir / name).write_text(text)
-    source_path = build_dir / f"{module_name}.c"
-    source_path.write_text(source)
-    steps = [[*command, source_path.name, "-o", str(out), *ldflags]]
-    if pending:
-        steps = [[*command, "-c", source_path.name, "-o", f"{module_name}.o"],
-                 [*command, f"{module_name}.o", "-o", str(out), *ldflags]]
-    for k, argv in enumerate(steps):
-        if k:
-            _finish(pending)
-        proc = _run(argv, build_dir)
-        if proc.returncode != 0:
-            raise BuildError(_failure_message(argv, proc, source_path),
-                             hint="check $PULLBACK_CC and $PULLBACK_CFLAGS; if they are "
-                                  "not the cause, this is a pullback bug: please report "
-                                  "it with the source file")
-    shutil.rmtree(build_dir)
+    """Compile source into the shared object out, in a scratch directory removed however
+    the build ends (Ctrl-C included) but for a failed compile, whose source is kept and
+    said where.  With builds pending (the libraries it links), compile to an object
+    file, wait for them, then link."""
+    with cache.scratch(module_name, keep_on=BuildError) as build_dir:
+        for name, text in headers.items():
+            (build_dir / name).write_text(text)
+        source_path = build_dir / f"{module_name}.c"
+        source_path.write_text(source)
+        steps = [[*command, source_path.name, "-o", str(out), *ldflags]]
+        if pending:
+            steps = [[*command, "-c", source_path.name, "-o", f"{module_name}.o"],
+                     [*command, f"{module_name}.o", "-o", str(out), *ldflags]]
+        for k, argv in enumerate(steps):
+            if k:
+                _finish(pending)
+            proc = _run(argv, build_dir)
+            if proc.returncode != 0:
+                raise BuildError(_failure_message(argv, proc, source_path),
+                                 hint="check $PULLBACK_CC and $PULLBACK_CFLAGS; if they are "
+                                      "not the cause, this is a pullback bug: please report "
+                                      "it with the source file")
 
 
-def _run(argv: list[str], cwd: str | Path) -> subprocess.CompletedProcess[str]:
-    """Run the compiler in cwd (relative file names keep the output free of temp paths)."""
-    return subprocess.run(argv, cwd=cwd, capture_output=True, text=True)
+def _run(argv: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """Run the compiler in cwd (relative file names keep the output free of temp paths),
+    its own temporary files there too (TMPDIR), so that they go with it."""
+    return subprocess.run(argv, cwd=cwd, capture_output=True, text=True,
+                          env={**os.environ, "TMPDIR": str(cwd)})
 
 
 def _failure_message(argv: list[str], proc: subprocess.CompletedProcess[str],

@@ -1,27 +1,46 @@
 """The on-disk cache of compiled extension modules, so a program compiles once per machine
 (and of the compiler probes' answers, so a process does not probe again).
 
-An entry is ``<dir>/<module>-<key>.so`` plus ``<module>-<key>.sha256``, the digest of the
-``.so``'s bytes (likewise ``probes-<key>.json``): a truncated or damaged file (a killed
-process, a full disk, a crash before the data reached the disk) fails the check and is
-rebuilt instead of crashing the loader.
-Both files are written under temporary names in the same directory and renamed into
-place, so a reader never sees half a file and processes that build the same entry at
-once all succeed (the last rename wins; every candidate is complete). Loading code runs
-it, so the directory must be private: it is created with mode 0700, and one that another
-user owns or that others can write is refused.
+An entry is one file, ``<dir>/<module>-<key>.so`` (likewise ``probes-<key>.json``): what
+the build wrote, then a trailer naming the entry's key and holding the SHA-256 digest of
+the bytes before it.  Nothing is used unless its trailer names the key it is looked up by
+and its digest matches, and a shared object must also start with a shared-object header
+of this machine: a truncated or damaged file (a killed process, a full disk), another
+entry's file in its place, or a file a bad ``$PULLBACK_CC`` wrote is rebuilt (with a
+warning when it was there), never loaded: loading one crashes the process (SIGBUS,
+SIGILL).  Nothing written beside an entry is trusted.
+
+Entries are written under temporary names in the same directory and renamed into place,
+so a reader never sees half a file and processes that build the same entry at once all
+succeed (the last rename wins; every candidate is complete).  A build's files (the
+source, the compiler's own temporary files) go to a scratch directory there, removed
+when the build ends however it ends, except that a failed compile keeps its source for
+the user.  Temporary names carry their process's id and host, and each build removes
+those of this host's processes that are gone (killed while building).
+
+Loading code runs it, so the directory must be private: it is created with mode 0700,
+and one that another user owns or that others can write is refused.  One that cannot be
+written (a read-only file system, no permission) is replaced, with a warning, by a
+temporary directory for the rest of the process.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import functools
 import hashlib
 import importlib.machinery
 import importlib.util
 import json
 import os
+import re
+import shutil
+import socket
+import sys
 import tempfile
 import threading
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
@@ -29,9 +48,21 @@ from types import ModuleType
 from ...errors import CompileError
 
 CACHE_ENV = "PULLBACK_CACHE_DIR"
+#: Part of every key: entries of another layout are never looked at.
+FORMAT = "pullback-cache-2"
+
+_MAGIC = b"\0pullback-entry\0"
+_DIGEST = 64  # hex characters of a SHA-256 digest, and of a key
+_TRAILER = len(_MAGIC) + 2 * _DIGEST
+
+#: Temporary names: ``.tmp-<pid>-<host>-<what>...``.
+_HOST = hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]
+_TEMP_NAME = re.compile(r"\.tmp-(\d+)-([0-9a-f]{8})-")
 
 _modules: dict[str, ModuleType] = {}
 _lock = threading.Lock()
+_dir_lock = threading.Lock()
+_fallbacks: dict[str, Path] = {}
 
 
 class CacheError(CompileError):
@@ -41,19 +72,19 @@ class CacheError(CompileError):
 def key(*parts: object) -> str:
     """A digest of everything that determines a build (JSON-encodable parts; the encoding
     keeps their boundaries, so moving text from one part to the next changes the key)."""
-    return hashlib.sha256(json.dumps(parts).encode()).hexdigest()
+    return hashlib.sha256(json.dumps([FORMAT, *parts]).encode()).hexdigest()
 
 
 def cache_dir() -> Path:
     """The cache directory ($PULLBACK_CACHE_DIR, else ~/.cache/pullback), made if absent
-    and checked to be private."""
+    and checked to be private; a temporary one where it cannot be written."""
     path = Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "pullback").expanduser()
     fix = f"set {CACHE_ENV} to a directory of your own"
     try:
         path.mkdir(mode=0o700, parents=True, exist_ok=True)
         info = path.stat()
     except OSError as exc:
-        raise CacheError(f"cannot use the cache directory {path}: {exc}", hint=fix) from None
+        return _fallback(path, exc)
     if info.st_uid != os.getuid():
         raise CacheError(f"the cache directory {path} belongs to another user (uid "
                          f"{info.st_uid}); pullback would run code they put there", hint=fix)
@@ -61,7 +92,40 @@ def cache_dir() -> Path:
         raise CacheError(f"the cache directory {path} is writable by other users (mode "
                          f"{info.st_mode & 0o777:o}); pullback would run code they put there",
                          hint=f"run `chmod 700 {path}`, or {fix}")
-    return path
+    problem = _unwritable(str(path))
+    return path if problem is None else _fallback(path, problem)
+
+
+@functools.cache
+def _unwritable(path: str) -> OSError | None:
+    """Why no file can be made in the directory path, or None (asked once per process)."""
+    try:
+        fd, name = tempfile.mkstemp(dir=path, prefix=_temp_prefix("write-test"))
+    except OSError as exc:
+        return exc
+    os.close(fd)
+    os.unlink(name)
+    return None
+
+
+def _fallback(path: Path, problem: OSError) -> Path:
+    """The temporary cache directory used instead of path for the rest of the process
+    (made, and said, once), removed when the process that made it exits."""
+    with _dir_lock:
+        tmp = _fallbacks.get(str(path))
+        if tmp is None:
+            tmp = _fallbacks[str(path)] = Path(tempfile.mkdtemp(prefix="pullback-cache-"))
+            atexit.register(_remove_own, tmp, os.getpid())
+            warnings.warn(f"pullback: cannot write the cache directory {path} "
+                          f"({problem.strerror or problem}); compiled modules go to {tmp} "
+                          f"for this process instead (set {CACHE_ENV} to a directory you "
+                          "can write to keep them)", RuntimeWarning, stacklevel=4)
+        return tmp
+
+
+def _remove_own(path: Path, pid: int) -> None:
+    if os.getpid() == pid:  # not in a forked child
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def load(key: str, module_name: str, build: Callable[[Path], None]) -> ModuleType:
@@ -70,65 +134,134 @@ def load(key: str, module_name: str, build: Callable[[Path], None]) -> ModuleTyp
     with _lock:
         module = _modules.get(key)
         if module is None:
-            module = _modules[key] = _load_or_build(key, module_name, build)
+            module = _modules[key] = _import(entry(key, f"{module_name}.so", build),
+                                             module_name)
         return module
-
-
-def _load_or_build(key: str, module_name: str, build: Callable[[Path], None]) -> ModuleType:
-    return _import(entry(key, f"{module_name}.so", build), module_name)
 
 
 def entry(key: str, name: str, build: Callable[[Path], None]) -> Path:
     """The intact cache file for key (``<stem>-<key><suffix>`` of name), (re)built first by
     build(path) when it is absent or damaged."""
-    path, sidecar = _paths(key, name)
-    if not _intact(path, sidecar):
-        _store(path, sidecar, build)
+    path = _path(key, name)
+    problem = _problem(path, key)
+    if problem is not None:
+        if problem != _MISSING:
+            warnings.warn(f"pullback: the cache entry {path} is damaged ({problem}); "
+                          "rebuilding it", RuntimeWarning, stacklevel=2)
+        _store(path, key, build)
     return path
 
 
 def path(key: str, name: str) -> Path:
     """Where the cache file for key (as ``entry`` names it) lives, built or not."""
-    return _paths(key, name)[0]
+    return _path(key, name)
 
 
 def existing(key: str, name: str) -> Path | None:
     """The intact cache file for key (as ``entry`` names it), or None: nothing is built."""
-    path, sidecar = _paths(key, name)
-    return path if _intact(path, sidecar) else None
+    path = _path(key, name)
+    return path if _problem(path, key) is None else None
 
 
-def _paths(key: str, name: str) -> tuple[Path, Path]:
-    """Where the entry for key and its digest live."""
+def payload(path: Path) -> bytes:
+    """What the build wrote to an entry ``entry`` returned (its trailer left off)."""
+    return path.read_bytes()[:-_TRAILER]
+
+
+def _path(key: str, name: str) -> Path:
     stem, dot, suffix = name.partition(".")
-    path = cache_dir() / f"{stem}-{key}{dot}{suffix}"
-    return path, path.with_name(f"{stem}-{key}.sha256")
+    return cache_dir() / f"{stem}-{key}{dot}{suffix}"
 
 
-def _intact(path: Path, sidecar: Path) -> bool:
-    """Whether the entry exists and its bytes match the digest stored beside it."""
+_MISSING = "missing"
+
+
+def _problem(path: Path, key: str) -> str | None:
+    """What is wrong with the entry at path for key (``_MISSING`` when there is none), or
+    None when it is intact."""
     try:
-        return sidecar.read_text().strip() == _digest(path)
-    except OSError:
-        return False
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return _MISSING
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    body, trailer = data[:-_TRAILER], data[-_TRAILER:]
+    if len(data) < _TRAILER or not trailer.startswith(_MAGIC):
+        return "no trailer: truncated, or not written by pullback"
+    named, digest = trailer[len(_MAGIC):-_DIGEST], trailer[-_DIGEST:]
+    if named != key.encode():
+        return "another entry's file"
+    if digest != hashlib.sha256(body).hexdigest().encode():
+        return "its bytes do not match its digest"
+    return _content_problem(path.name, body)
 
 
-def _store(path: Path, sidecar: Path, build: Callable[[Path], None]) -> None:
-    """Build into a temporary file, then rename it and its digest into place."""
+def _content_problem(name: str, data: bytes) -> str | None:
+    """What makes data unfit to be the file name (a shared object must be one for this
+    machine), or None."""
+    if not data:
+        return "an empty file"
+    return shared_object_problem(data) if name.endswith(".so") else None
+
+
+#: Mach-O's magic numbers (64-bit, and a universal binary's).
+_MACH_O = (b"\xcf\xfa\xed\xfe", b"\xca\xfe\xba\xbe")
+
+
+def shared_object_problem(data: bytes) -> str | None:
+    """What makes data (a file's bytes) not a shared library this process can load, as
+    far as its header tells, or None."""
+    if sys.platform == "darwin":
+        return None if data[:4] in _MACH_O else "not a Mach-O file"
+    if len(data) < 64 or data[:4] != b"\x7fELF":
+        return "not an ELF file"
+    order = "little" if data[5] == 1 else "big"
+    if data[4] != (2 if sys.maxsize > 2**32 else 1) or order != sys.byteorder:
+        return "an ELF file of another word size or byte order"
+    if int.from_bytes(data[16:18], order) != 3:  # ET_DYN
+        return "an ELF file that is not a shared object"
+    machine = _machine()
+    if machine is not None and int.from_bytes(data[18:20], order) != machine:
+        return "an ELF file for another processor"
+    return None
+
+
+@functools.cache
+def _machine() -> int | None:
+    """The ELF machine of the running interpreter (None where it cannot be read)."""
+    with contextlib.suppress(OSError):
+        with open(sys.executable, "rb") as exe:
+            head = exe.read(20)
+        if head[:4] == b"\x7fELF":
+            return int.from_bytes(head[18:20], sys.byteorder)
+    return None
+
+
+def _store(path: Path, key: str, build: Callable[[Path], None]) -> None:
+    """Build into a temporary file, check it, seal it with its trailer and rename it
+    into place."""
+    sweep(path.parent)
     with _temp_beside(path) as tmp:
         build(tmp)
-        digest = _digest(tmp)
+        data = tmp.read_bytes()
+        problem = _content_problem(path.name, data)
+        if problem is not None:
+            raise CacheError(f"building {path.name} made no valid file: {problem}",
+                             hint="check $PULLBACK_CC and $PULLBACK_CFLAGS")
+        with open(tmp, "ab") as out:
+            out.write(_MAGIC + key.encode() + hashlib.sha256(data).hexdigest().encode())
         os.replace(tmp, path)
-    with _temp_beside(sidecar) as tmp:
-        tmp.write_text(digest + "\n")
-        os.replace(tmp, sidecar)
+
+
+def _temp_prefix(what: str) -> str:
+    return f".tmp-{os.getpid()}-{_HOST}-{what}-"
 
 
 @contextlib.contextmanager
 def _temp_beside(path: Path) -> Iterator[Path]:
     """A fresh temporary file in path's directory (a rename within one file system is
     atomic), removed on the way out unless it was renamed away."""
-    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, name = tempfile.mkstemp(dir=path.parent, prefix=_temp_prefix(path.name), suffix=".tmp")
     os.close(fd)
     try:
         yield Path(name)
@@ -137,8 +270,46 @@ def _temp_beside(path: Path) -> Iterator[Path]:
             os.unlink(name)
 
 
-def _digest(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+@contextlib.contextmanager
+def scratch(what: str, keep_on: type[BaseException] | tuple[type[BaseException], ...] = ()
+            ) -> Iterator[Path]:
+    """A fresh directory in the cache directory for a build's files (builds run in
+    ``entry``, which sweeps first), removed on the way out (also on KeyboardInterrupt)
+    unless the body raised one of ``keep_on``."""
+    made = Path(tempfile.mkdtemp(dir=cache_dir(), prefix=_temp_prefix(what)))
+    keep = False
+    try:
+        yield made
+    except keep_on:
+        keep = True
+        raise
+    finally:
+        if not keep:
+            shutil.rmtree(made, ignore_errors=True)
+
+
+def sweep(directory: Path) -> None:
+    """Remove the temporary files and directories in directory of this host's processes
+    that are gone (a process killed while building leaves them)."""
+    with contextlib.suppress(OSError), os.scandir(directory) as found:
+        for item in found:
+            match = _TEMP_NAME.match(item.name)
+            if match and match[2] == _HOST and not _alive(int(match[1])):
+                if item.is_dir(follow_symlinks=False):
+                    shutil.rmtree(item.path, ignore_errors=True)
+                else:
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(item.path)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 def _import(path: Path, module_name: str) -> ModuleType:

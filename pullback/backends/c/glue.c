@@ -13,6 +13,13 @@
 
 #include "runtime.h"
 
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+#ifdef __GLIBC__
+#include <malloc.h> /* malloc_trim */
+#endif
+
 _Static_assert(sizeof(npy_intp) == sizeof(int64_t), "NumPy's sizes are 64-bit");
 
 /* Memory of big result arrays, kept when NumPy frees it and handed to the next call's
@@ -74,9 +81,46 @@ static PyDataMem_Handler pb_kept_handler = {
     {NULL, pb_kept_malloc, pb_kept_calloc, pb_kept_realloc, pb_kept_free}};
 static PyObject *pb_kept_capsule = NULL;
 
-/* NumPy's C API for this library, and the handler's capsule (once per process). */
+/* -- threads and fork --------------------------------------------------------------- */
+
+/* PULLBACK_NUM_THREADS as limits.py checked it (0: OpenMP's own default), set on the
+ * calling thread before each call: OpenMP keeps the count per thread, so setting it once
+ * would cover only the thread that did. */
+static int pb_threads;
+/* Whether this thread has run a call (its OpenMP team may have started threads), and
+ * whether it has forked since: libgomp's threads do not survive fork, and a forked
+ * child's next parallel loop on that thread would wait for them forever, so there it
+ * runs its loops alone.  Threads the child starts make teams of their own. */
+static _Thread_local int pb_ran_here, pb_forked_here;
+
+static void pb_threads_for_call(void) {
+#ifdef _OPENMP
+    const int want = pb_forked_here ? 1 : __atomic_load_n(&pb_threads, __ATOMIC_RELAXED);
+    if (want > 0 && omp_get_max_threads() != want) omp_set_num_threads(want);
+#endif
+    pb_ran_here = 1;
+}
+
+/* Around fork: the lock of kept result memory is held across it, so the child never
+ * inherits it held by a thread that does not exist there. */
+static void pb_before_fork(void) { pb_lock(); }
+static void pb_after_fork_in_parent(void) { pb_unlock(); }
+static void pb_after_fork_in_child(void) {
+    pb_unlock();
+    pb_forked_here |= pb_ran_here;
+}
+
+/* NumPy's C API for this library, the handler's capsule and the fork handlers (once
+ * per process). */
 static int pb_glue_init(void) {
+    static int forks_handled;
     if (PyArray_API == NULL && _import_array() < 0) return -1;
+    if (!forks_handled && pthread_atfork(pb_before_fork, pb_after_fork_in_parent,
+                                         pb_after_fork_in_child) != 0) {
+        PyErr_SetString(PyExc_RuntimeError, "pullback: pthread_atfork failed");
+        return -1;
+    }
+    forks_handled = 1;
     if (pb_kept_capsule == NULL)
         pb_kept_capsule = PyCapsule_New(&pb_kept_handler, "mem_handler", NULL);
     return pb_kept_capsule == NULL ? -1 : 0;
@@ -202,12 +246,43 @@ static void pb_pool_destroy(pb_pool *pool) {
     free(pool);
 }
 
+/* Free the pool's buffers, largest first, until it holds at most `keep` bytes; the bytes
+ * freed. */
+static size_t pb_pool_trim(pb_pool *pool, size_t keep) {
+    size_t freed = 0;
+    for (size_t k = pool->n; k-- > 0 && pool->held > keep;) {
+        pb_block *b;
+        while (pool->held > keep && (b = pb_pool_take(pool, pool->bins[k].bytes))) {
+            freed += b->bytes;
+            free(b);
+        }
+    }
+    return freed;
+}
+
+/* The bytes the pools of modules hold between calls, all together, and the most they
+ * may hold (PULLBACK_KEEP_MB, limits.py; this default is its own): the end of a call
+ * frees what its pool holds beyond the room left. */
+static size_t pb_idle_bytes, pb_idle_limit = (size_t)256 << 20;
+/* Bytes freed at once that are worth handing back to the system: glibc keeps freed
+ * memory in its heap (a tape's chunks, after the first, come from there). */
+#define PB_GIVE_BACK ((size_t)8 << 20)
+
+static void pb_give_back(size_t freed) {
+#ifdef __GLIBC__
+    if (freed >= PB_GIVE_BACK) malloc_trim(0);
+#else
+    (void)freed;
+#endif
+}
+
 /* A call's context, with its module's pool (the one its last call left in *kept) if no
  * other call holds it, else a new one. */
 static void pb_ctx_init(pb_ctx *ctx, pb_pool **kept) {
     ctx->live.prev = ctx->live.next = &ctx->live;
     ctx->pool = __atomic_exchange_n(kept, NULL, __ATOMIC_ACQ_REL);
-    if (!ctx->pool) ctx->pool = (pb_pool *)calloc(1, sizeof(pb_pool));
+    if (ctx->pool) __atomic_sub_fetch(&pb_idle_bytes, ctx->pool->held, __ATOMIC_RELAXED);
+    else ctx->pool = (pb_pool *)calloc(1, sizeof(pb_pool));
     ctx->exc = NULL;
     ctx->msg[0] = 0;
     ctx->check_id = -1;
@@ -238,14 +313,34 @@ void pb_free(pb_ctx *ctx, void *p) {
 }
 
 /* The end of a call: every live buffer goes to the pool, which the module keeps for its
- * next call (unless another call returned its pool first). */
+ * next call (unless another call returned its pool first) as far as the idle pools'
+ * limit leaves room; the rest goes back to the system. */
 static void pb_free_all(pb_ctx *ctx, pb_pool **kept) {
     while (ctx->live.next != &ctx->live) pb_free(ctx, (void *)(ctx->live.next + 1));
-    pb_pool *none = NULL;
-    if (ctx->pool && !__atomic_compare_exchange_n(kept, &none, ctx->pool, 0,
-                                                  __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
-        pb_pool_destroy(ctx->pool);
+    pb_pool *pool = ctx->pool, *none = NULL;
     ctx->pool = NULL;
+    if (!pool) return;
+    const size_t idle = __atomic_load_n(&pb_idle_bytes, __ATOMIC_RELAXED);
+    const size_t limit = __atomic_load_n(&pb_idle_limit, __ATOMIC_RELAXED);
+    size_t freed = pb_pool_trim(pool, idle < limit ? limit - idle : 0);
+    __atomic_add_fetch(&pb_idle_bytes, pool->held, __ATOMIC_RELAXED);
+    if (!__atomic_compare_exchange_n(kept, &none, pool, 0, __ATOMIC_ACQ_REL,
+                                     __ATOMIC_ACQUIRE)) {
+        __atomic_sub_fetch(&pb_idle_bytes, pool->held, __ATOMIC_RELAXED);
+        freed += pool->held;
+        pb_pool_destroy(pool);
+    }
+    pb_give_back(freed);
+}
+
+/* The end of a compiled function: its module's pool goes back to the system. */
+static void pb_release_pool(pb_pool **kept) {
+    pb_pool *pool = __atomic_exchange_n(kept, NULL, __ATOMIC_ACQ_REL);
+    if (!pool) return;
+    const size_t held = pool->held;
+    __atomic_sub_fetch(&pb_idle_bytes, held, __ATOMIC_RELAXED);
+    pb_pool_destroy(pool);
+    pb_give_back(held);
 }
 
 pb_tape *pb_tape_new(pb_ctx *ctx) {
@@ -335,6 +430,30 @@ static PyObject *pb_set_hooks(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* set_limits(threads, keep): PULLBACK_NUM_THREADS (0: OpenMP's default) and the bytes
+ * the pools of all modules may keep between calls (PULLBACK_KEEP_MB), for every module
+ * (this library is one per process). */
+static PyObject *pb_set_limits(PyObject *self, PyObject *args) {
+    (void)self;
+    int threads;
+    Py_ssize_t keep;
+    if (!PyArg_ParseTuple(args, "in", &threads, &keep)) return NULL;
+    if (threads < 0 || keep < 0) {
+        PyErr_SetString(PyExc_ValueError, "set_limits: negative threads or bytes");
+        return NULL;
+    }
+    __atomic_store_n(&pb_threads, threads, __ATOMIC_RELAXED);
+    __atomic_store_n(&pb_idle_limit, (size_t)keep, __ATOMIC_RELAXED);
+    Py_RETURN_NONE;
+}
+
+/* release(): the memory the module's last call kept goes back to the system. */
+static PyObject *pb_release(PyObject *self, PyObject *unused) {
+    (void)unused;
+    pb_release_pool(((const pb_state *)PyModule_GetState(self))->entry->pool);
+    Py_RETURN_NONE;
+}
+
 /* Raise the fault the context records, as the exception the module's hook builds. */
 static void pb_raise(const pb_state *st, const pb_ctx *ctx) {
     PyObject *fv = PyTuple_New(ctx->n_values), *iv = PyTuple_New(ctx->n_values);
@@ -411,6 +530,7 @@ static PyObject *pb_call(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
     pb_ctx ctx;
     int status;
     Py_BEGIN_ALLOW_THREADS
+    pb_threads_for_call();
     pb_ctx_init(&ctx, e->pool);
     ctx.print = pb_print;
     ctx.owner = (void *)st;
@@ -438,6 +558,9 @@ static PyMethodDef pb_methods[] = {
      "call(args, form): the results, or NotImplemented for other argument types"},
     {"set_hooks", pb_set_hooks, METH_VARARGS,
      "set_hooks(printer(k, operand bytes), faulter(exc, msg, check, floats, ints))"},
+    {"set_limits", pb_set_limits, METH_VARARGS,
+     "set_limits(threads, keep): thread count (0: default), bytes idle pools keep"},
+    {"release", pb_release, METH_NOARGS, "release(): free the memory kept for the next call"},
     {NULL, NULL, 0, NULL}};
 
 void *pb_module_new(const char *name, const pb_entry *entry) {
