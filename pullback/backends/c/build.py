@@ -101,9 +101,15 @@ def have_compiler() -> bool:
 
 @functools.cache
 def warn_no_compiler_once() -> None:
-    """Say once per process that compiled functions fall back to the slow interpreter."""
-    warnings.warn(f"{_no_compiler_message()}; compiled functions run in the NumPy "
-                  "interpreter instead", RuntimeWarning, stacklevel=2)
+    """Say once per process what runs instead of native code, how much slower, and how
+    to get a compiler."""
+    warnings.warn(
+        f"{_no_compiler_message()}: functions only jitted run as plain Python, while "
+        "transforms (grad, vjp, jvp, ...) run on pullback's NumPy interpreter, "
+        "about 150x slower than plain Python on scalar loops (array code loses less); "
+        "install a C compiler (Debian/Ubuntu: apt install gcc; Fedora: dnf install gcc; "
+        "macOS: xcode-select --install; conda: conda install c-compiler) or set "
+        "PULLBACK_CC to one", RuntimeWarning, stacklevel=2)
 
 
 def build_module(source: str, module_name: str, *,
