@@ -1,5 +1,5 @@
 """How ``np.*``, ``np.linalg.*``, ``math.*``, builtins, ndarray methods and Python operators
 map onto primitives.  Importing this package registers every mapping."""
 
-from . import creation, indexing, linalg, manip, reductions, sorting, ufuncs  # noqa: F401
+from . import creation, decompositions, indexing, linalg, manip, reductions, sorting, ufuncs  # noqa: F401
 from .core import ATTRIBUTES, CALLABLES, METHODS, OPERATORS  # noqa: F401

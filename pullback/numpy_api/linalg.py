@@ -35,6 +35,7 @@ from ..ops import elementwise as E
 from ..ops import linalg as L
 from ..ops import reduce as R
 from ..ops import shape as S
+from ..ops import spectral as Sp
 from .core import (
     broadcast_args,
     broadcast_to,
@@ -611,10 +612,26 @@ def _vector_norm(x: Atom, ord: Any, axis: int) -> Atom:
     return E.norm_root(powered, Lit(np.reciprocal(np.asarray(ord, dt.np))))
 
 
+def _singular_values(a: Atom) -> Atom:
+    """The singular values of each matrix of ``a`` (its last two axes), descending."""
+    (s,) = Sp.svd(a, full_matrices=False, compute_uv=False)
+    return s
+
+
+def _singular_value_norm(x: Atom, ord: Any, rows: int, cols: int) -> Atom:
+    """ord=2: the largest singular value; -2: the smallest; 'nuc': their sum."""
+    nd = len(shape_of(x))
+    s = _singular_values(_transpose(x, [*(i for i in range(nd) if i not in (rows, cols)),
+                                        rows, cols]))
+    last = (nd - 2,)
+    if ord == "nuc":
+        return R.reduce_sum(s, axes=last)
+    return (R.reduce_max if ord == 2 else R.reduce_min)(s, axes=last)
+
+
 def _matrix_norm(x: Atom, ord: Any, rows: int, cols: int) -> Atom:
     if ord in (2, -2, "nuc"):
-        raise UnsupportedError(f"matrix norm ord={ord!r} needs singular values",
-                               hint="pullback has no SVD; use ord='fro', 1, -1, inf or -inf")
+        return _singular_value_norm(x, ord, rows, cols)
     if ord is None or ord in ("fro", "f"):
         return _sqrt_sum_squares(x, (rows, cols))
     if ord not in (1, -1, np.inf, -np.inf):
@@ -750,11 +767,13 @@ def _check_nonsingular(diag_u: Atom) -> None:
     K.check(E.not_(singular), exc="LinAlgError", fmt="Singular matrix")
 
 
-def _lu_solve(a: Atom, b: Atom) -> Atom:
-    """Solve ``a x = b`` for [..., n, n] ``a`` and [..., n, k] ``b`` of one batch shape."""
+def _lu_solve(a: Atom, b: Atom, checked: bool = True) -> Atom:
+    """Solve ``a x = b`` for [..., n, n] ``a`` and [..., n, k] ``b`` of one batch shape;
+    LinAlgError for a singular ``a`` where ``checked``, else infinities and NaNs."""
     lu, _, perm = L.lu(a)
     nd = len(shape_of(a))
-    _check_nonsingular(_diagonal(lu, 0, nd - 2, nd - 1))
+    if checked:
+        _check_nonsingular(_diagonal(lu, 0, nd - 2, nd - 1))
     pb = _matmul(_eye_rows(perm, typeof(a).dtype), b)
     y = L.triangular_solve(lu, pb, left_side=True, lower=True, transpose_a=False,
                            unit_diagonal=True)

@@ -401,9 +401,9 @@ def test_norm_errors(x, kw):
 
 
 @pytest.mark.parametrize("ord", [2, -2, "nuc"])
-def test_matrix_norms_needing_svd_are_unsupported(ord):
-    with pytest.raises(UnsupportedError, match="SVD"):
-        check(np.linalg.norm, arr((3, 3)), ord=ord)
+@pytest.mark.parametrize("shape, axis", [((3, 3), None), ((4, 2), None), ((2, 3, 4), (2, 0))])
+def test_matrix_norms_of_singular_values(ord, shape, axis):
+    check(np.linalg.norm, arr(shape), ord=ord, axis=axis)
 
 
 def test_norm_ord_must_be_static():
