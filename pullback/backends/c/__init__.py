@@ -45,12 +45,14 @@ _HERE = Path(__file__).parent
 HEADERS = {name: (_HERE / name).read_text() for name in ("runtime.h", "kernels.h")}
 #: The runtime libraries modules link, and what a module calls that needs each: the
 #: Python side of every call and the memory of calls (glue), and routines too large to
-#: compile into each module: small products (kernels) and large ones (packed).  A
+#: compile into each module: small products (kernels), large ones (packed) and LAPACK's
+#: factorizations (lapack).  A
 #: machine's first module builds those it needs at once, beside its own compile.
 LIBRARIES = {name: ((_HERE / file).read_text(), re.compile(calls))
              for name, file, calls in (("pbglue", "glue.c", ""),
                                        ("pbkernels", "kernels.c", r"\bpb_gemm_(?:float|int)"),
-                                       ("pbpacked", "packed.c", r"\bpb_gemm_packed_"))}
+                                       ("pbpacked", "packed.c", r"\bpb_gemm_packed_"),
+                                       ("pblapack", "lapack.c", r"\bpb_lapack_"))}
 choose_threading()
 
 __all__ = ["Compiled", "NoCompilerError", "Unsupported", "compile_func", "source_of",

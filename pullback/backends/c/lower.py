@@ -77,6 +77,7 @@ from .loop_ir import (
     linear,
     strides,
 )
+from .lower_lapack import LapackLowering
 from .lower_more import LinalgLowering
 from .lower_ops import MoreLowering
 from .memory import (
@@ -148,7 +149,7 @@ class ModuleLowering:
         return LoopModule(funcs, self.consts)
 
 
-class Lowering(MoreLowering, LinalgLowering):
+class Lowering(MoreLowering, LinalgLowering, LapackLowering):
     PARALLEL_MIN = PARALLEL_MIN
 
     def __init__(self, mod: ModuleLowering, func: Func):

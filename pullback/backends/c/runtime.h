@@ -441,6 +441,18 @@ PB_DECLARE_GEMM(float64, double)
 PB_DECLARE_GEMM(int32, int32_t)
 PB_DECLARE_GEMM(int64, int64_t)
 
+/* Factorizations by LAPACK: the runtime library lapack.c (built once and linked), a
+ * batch of `count` row-major matrices a call; nonzero on failure, the error set. */
+#define PB_DECLARE_LAPACK_CALLS(S, T)                                                     \
+    int pb_lapack_eigh_##S(pb_ctx *ctx, int64_t count, int64_t n, const T *a, T *w, T *v, \
+                           int lower, int vectors);                                       \
+    int pb_lapack_svd_##S(pb_ctx *ctx, int64_t count, int64_t m, int64_t n, const T *a,   \
+                          T *u, T *s, T *vh, char jobz);                                  \
+    int pb_lapack_qr_##S(pb_ctx *ctx, int64_t count, int64_t m, int64_t n, const T *a,    \
+                         T *q, T *r, int complete);
+PB_DECLARE_LAPACK_CALLS(float32, float)
+PB_DECLARE_LAPACK_CALLS(float64, double)
+
 /* Large float products: the packed kernels of the runtime library (kernels.c, built once
  * and linked), where OpenBLAS did not pick kernels as wide as the CPU's vectors: its
  * dispatch gives AMD's AVX-512 processors AVX2 kernels, and OPENBLAS_CORETYPE may pin
