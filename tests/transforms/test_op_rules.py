@@ -395,6 +395,18 @@ case("triangular_solve", np.zeros((0, 0)), normal(0, 2), left_side=True, lower=T
 case("lu", np.zeros((0, 0)))
 case("lu", np.zeros((0, 2, 2)))
 dot(normal(0, 2, 3), normal(0, 3, 4), ((2,), (1,)), ((0,), (0,)))
+# spectral factorizations: distinct eigenvalues and singular values, full rank
+for _lower, _vectors in itertools.product((True, False), repeat=2):
+    case("eigh", normal(3, 3), lower=_lower, vectors=_vectors)
+case("eigh", normal(2, 3, 3), lower=True, vectors=True)
+case("eigh", normal(3, 3, dtype=np.float32), lower=True, vectors=True)
+for _shape in ((3, 3), (4, 3), (3, 4), (2, 4, 3)):
+    case("svd", normal(*_shape), full_matrices=False, compute_uv=True)
+    case("svd", normal(*_shape), full_matrices=False, compute_uv=False)
+    case("qr", normal(*_shape), complete=False)
+case("svd", normal(3, 3), full_matrices=True, compute_uv=True)
+case("qr", normal(3, 3), complete=True)
+case("qr", normal(3, 4), complete=True)
 
 # -- convolution ------------------------------------------------------------------------
 
