@@ -20,6 +20,7 @@ from ..ir.core import Lit
 from ..ir.types import bool_, float64, int64
 from ..numpy_api import CALLABLES
 from ..numpy_api.core import convert
+from ..numpy_api.optional import optional_mapping
 from ..numpy_api.stateful_random import refuse_hidden_state
 from ..ops import control as C
 from ..ops import elementwise as E
@@ -157,7 +158,7 @@ class CallMixin:
             raise TypeError("'numpy.ndarray' object is not callable")
         try:
             special = _SPECIAL.get(fn)
-            mapping = CALLABLES.get(fn)
+            mapping = CALLABLES.get(fn) or optional_mapping(fn)
         except TypeError:  # unhashable callables
             special = mapping = None
         if special is not None:

@@ -12,6 +12,7 @@ from collections import defaultdict
 from typing import Any
 
 from . import ATTRIBUTES, CALLABLES, METHODS, OPERATORS
+from .optional import PUBLIC_MODULE, load_installed
 
 #: Modules in the order the document lists them (others follow, sorted).
 _MODULE_ORDER = ("numpy", "numpy.linalg", "math", "builtins")
@@ -38,9 +39,10 @@ def _entry(obj: Any, module: str) -> str:
 
 def callables_by_module() -> dict[str, list[str]]:
     """Entries of the mapped callables, grouped by the module that defines them."""
+    load_installed()
     groups: dict[str, list[Any]] = defaultdict(list)
     for obj in CALLABLES:
-        groups[obj.__module__].append(obj)
+        groups[PUBLIC_MODULE.get(obj) or obj.__module__].append(obj)
     order = [m for m in _MODULE_ORDER if m in groups] + sorted(set(groups) - set(_MODULE_ORDER))
     return {
         m: [_entry(o, m) for o in sorted(groups[m], key=lambda o: o.__name__.lower())]

@@ -155,6 +155,20 @@ def _from_math(fn):
     return impl
 
 
+def _from_scipy(name: str):
+    """An elementwise impl that is ``scipy.special``'s function of that name, imported
+    when first run: only mappings of SciPy's functions emit these ops, so the user's
+    program has imported SciPy already."""
+
+    def impl(*xs):
+        import scipy.special
+
+        return np.asarray(getattr(scipy.special, name)(*xs)).astype(xs[-1].dtype)
+
+    impl.__name__ = name
+    return impl
+
+
 def _not(x):
     return np.logical_not(x) if x.dtype == np.bool_ else np.invert(x)
 
@@ -169,6 +183,19 @@ def _one_minus_sq(x):
 
 def _erf_deriv(x, sign_):
     return mul(const(sign_ * 2 / math.sqrt(math.pi), x.type), exp(neg(mul(x, x))))
+
+
+def _ndtri_deriv(y):
+    """1 / pdf(y) of the standard normal."""
+    return mul(const(math.sqrt(2 * math.pi), y.type), exp(mul(const(0.5, y.type), mul(y, y))))
+
+
+def _i1e_deriv(x, y):
+    """i0e(x) - sign(x) i1e(x) - i1e(x) / x, whose last term is 1/2 at x == 0 (the
+    limit), where the division gets a safe operand."""
+    at_zero = eq(x, const(0, x.type))
+    ratio = div(y, select(at_zero, const(1, x.type), x))
+    return sub(sub(i0e(x), mul(sign(x), y)), select(at_zero, const(0.5, x.type), ratio))
 
 
 def _pow_dx(x, y, out):
@@ -245,6 +272,15 @@ atanh = unary("atanh", np.arctanh, deriv=lambda x, y: _recip(_one_minus_sq(x)))
 erf = unary("erf", _from_math(math.erf), deriv=lambda x, y: _erf_deriv(x, 1))
 # erfc: 1 - erf(x) loses every digit in the tail
 erfc = unary("erfc", _from_math(math.erfc), deriv=lambda x, y: _erf_deriv(x, -1))
+# scipy.special's functions that no composition computes accurately (the C backend has
+# its own implementations, runtime.h); only mappings of scipy.special emit them.
+lgamma = unary("lgamma", _from_scipy("gammaln"),
+               deriv=lambda x, y: polygamma(const(0, x.type), x))
+erfinv = unary("erfinv", _from_scipy("erfinv"),
+               deriv=lambda x, y: mul(const(math.sqrt(math.pi) / 2, y.type), exp(mul(y, y))))
+ndtri = unary("ndtri", _from_scipy("ndtri"), deriv=lambda x, y: _ndtri_deriv(y))
+i0e = unary("i0e", _from_scipy("i0e"), deriv=lambda x, y: sub(i1e(x), mul(sign(x), y)))
+i1e = unary("i1e", _from_scipy("i1e"), deriv=_i1e_deriv)
 not_ = unary("not", _not, "bi")
 
 # binary arithmetic
@@ -263,6 +299,10 @@ max_ = binary("max", np.maximum, "bif", partials=lambda x, y, out, need: _pick(g
 min_ = binary("min", np.minimum, "bif", partials=lambda x, y, out, need: _pick(lt, x, y))
 atan2 = binary("atan2", np.arctan2, "f",
                partials=lambda y, x, out, need: _atan2_partials(y, x))
+# polygamma(n, x): the n-th derivative of digamma; the order n is an integer-valued
+# constant, so it has no derivative
+polygamma = binary("polygamma", _from_scipy("polygamma"), "f",
+                   partials=lambda n, x, out, need: (None, polygamma(add(n, const(1, n.type)), x)))
 and_ = binary("and", np.bitwise_and, "bi")
 or_ = binary("or", np.bitwise_or, "bi")
 xor = binary("xor", np.bitwise_xor, "bi")

@@ -172,6 +172,18 @@ UNARY = {
     "tanh": uniform(-2, 2), "asinh": uniform(-2, 2), "acosh": uniform(1.5, 3),
     "atanh": uniform(-0.8, 0.8), "erf": uniform(-2, 2), "erfc": uniform(-2, 2),
 }
+#: The ops of scipy.special's functions, whose interpreter rule is SciPy's function.
+SCIPY_UNARY = {"lgamma": uniform(0.5, 3), "erfinv": uniform(-0.8, 0.8),
+               "ndtri": uniform(0.1, 0.9), "i0e": signed(0.5, 2), "i1e": signed(0.5, 2)}
+try:
+    import scipy.special  # noqa: F401
+except ImportError:
+    EXCLUDED.update(dict.fromkeys([*SCIPY_UNARY, "polygamma"], "needs SciPy"))
+else:
+    UNARY.update(SCIPY_UNARY)
+    for _order in (0.0, 1.0, 3.0):  # the order is a constant (an integer)
+        for _shape in [(2, 3), ()]:
+            case("polygamma", np.float64(_order), uniform(0.5, 3)(_shape), lits=(0,))
 ZERO_UNARY = {"floor": off_integers, "ceil": off_integers, "round": off_integers,
               "trunc": off_integers, "sign": signed(0.5, 2), "stop_gradient": uniform(-2, 2)}
 BINARY = {

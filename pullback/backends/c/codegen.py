@@ -59,7 +59,21 @@ def _unary(op: str, x: str, dt: DType) -> str:
     }
     if op in table:
         return table[op]
+    if op in _DOUBLE_ONLY:
+        return _in_double(_DOUBLE_ONLY[op], [x], dt)
     return f"{_math(op, dt)}({x})"
+
+
+#: Element ops implemented in runtime.h for doubles only (float32 is widened, as SciPy's
+#: loops widen it).
+_DOUBLE_ONLY = {"lgamma": "pb_lgamma", "erfinv": "pb_erfinv", "ndtri": "pb_ndtri",
+                "i0e": "pb_i0e", "i1e": "pb_i1e", "polygamma": "pb_polygamma"}
+
+
+def _in_double(fn: str, args: list[str], dt: DType) -> str:
+    if dt.name == "float32":
+        return f"((float){fn}({', '.join(f'(double)({a})' for a in args)}))"
+    return f"{fn}({', '.join(args)})"
 
 
 def _binary(op: str, a: str, b: str, dt: DType) -> str:
@@ -85,6 +99,8 @@ def _binary(op: str, a: str, b: str, dt: DType) -> str:
         return f"{_math('pow', dt)}({a}, {b})" if f else f"(({t})pb_ipow({a}, {b}))"
     if op == "atan2":
         return f"{_math('atan2', dt)}({a}, {b})"
+    if op == "polygamma":
+        return _in_double(_DOUBLE_ONLY[op], [a, b], dt)
     raise Unsupported(op)
 
 

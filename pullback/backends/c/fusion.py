@@ -20,9 +20,10 @@ from ...ir.types import TensorType
 
 UNARY = {"neg", "abs", "sign", "floor", "ceil", "round", "trunc", "exp", "expm1", "log",
           "log1p", "log2", "log10", "sqrt", "cbrt", "sin", "cos", "tan", "asin", "acos",
-          "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "erf", "erfc", "not"}
+          "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "erf", "erfc", "not",
+          "lgamma", "erfinv", "ndtri", "i0e", "i1e"}
 BINARY = {"add", "sub", "mul", "div", "floordiv", "mod", "pow", "max", "min", "atan2",
-           "and", "or", "xor", "eq", "ne", "lt", "le", "gt", "ge"}
+           "and", "or", "xor", "eq", "ne", "lt", "le", "gt", "ge", "polygamma"}
 REDUCE = {"reduce_sum": ("sum", "+"), "reduce_prod": ("prod", "*"),
            "reduce_max": ("max", None), "reduce_min": ("min", None)}
 

@@ -335,6 +335,164 @@ static int64_t pb_splitmix(int64_t key, uint64_t i) {
     ((desc) ? ((a) > (b) || (ISNAN(a) && !ISNAN(b))) : ((a) < (b) || (ISNAN(b) && !ISNAN(a))))
 #define PB_NEVER_NAN(x) 0
 
+/* scipy.special's functions that <math.h> lacks (ops lgamma ... i1e), in double
+ * precision (float32 operands are widened, as SciPy's loops do), within a few ulp of
+ * SciPy's except next to the zeros of digamma and lgamma at negative arguments. */
+extern double lgamma_r(double, int *); /* lgamma without writing the global signgam */
+static inline double pb_lgamma(double x) { int sign; return lgamma_r(x, &sign); }
+
+/* Bernoulli numbers B2 ... B20, for the asymptotic series below. */
+static const double pb_bernoulli_[10] = {
+    1.0 / 6, -1.0 / 30, 1.0 / 42, -1.0 / 30, 5.0 / 66, -691.0 / 2730, 7.0 / 6,
+    -3617.0 / 510, 43867.0 / 798, -174611.0 / 330};
+
+/* digamma on [1, 2): its Taylor series about its positive zero x0 (held as the sum of
+ * two doubles), which keeps relative accuracy where the value passes through zero. */
+static inline double pb_digamma_near_zero_(double x) {
+    static const double c[40] = {
+        0.9676722454476212, -0.4427631689835921, 0.258499760955651, -0.16394270544240652,
+        0.10782405069126237, -0.07219956125645471, 0.04880428816414311, -0.03316112647484736,
+        0.022597648232218104, -0.01542476590494896, 0.010538791616612175, -0.007204534386356869,
+        0.004926781395729853, -0.003369801655439328, 0.002305126326734928, -0.0015769367714301972,
+        0.0010788252019162967, -0.0007380709389960052, 0.000504953265834602, -0.0003454680251063077,
+        0.00023635601564027053, -0.00016170622091974803, 0.0001106337276874741, -7.569179582195066e-05,
+        5.178575795222081e-05, -3.5430070947659604e-05, 2.424006611860132e-05, -1.6584242271854135e-05,
+        1.134638458466385e-05, -7.762817668462094e-06, 5.3110609208898636e-06, -3.6336507898010456e-06,
+        2.486022733129538e-06, -1.7008538854332607e-06, 1.1636675363548843e-06, -7.96142543124197e-07,
+        5.446941930669446e-07, -3.7266161283438227e-07, 2.549626552021554e-07, -1.7443695117727745e-07};
+    double d = (x - 1.4616321449683622) - 9.549995429965697e-17, s = 0.0;
+    for (int k = 39; k >= 0; k--) s = (s + c[k]) * d;
+    return s;
+}
+
+static inline double pb_digamma(double x) {
+    if (x != x || x == -INFINITY) return NAN;
+    if (x == INFINITY) return INFINITY;
+    if (x <= 0) {
+        if (x == 0) return signbit(x) ? INFINITY : -INFINITY; /* the limits from 0- and 0+ */
+        double r = x - nearbyint(x);                          /* pi cot(pi x) has period 1 */
+        if (r == 0) return NAN;                               /* poles at negative integers */
+        return pb_digamma(1.0 - x) - 3.141592653589793 / tan(3.141592653589793 * r);  /* reflection */
+    }
+    if (x < 1) return pb_digamma_near_zero_(x + 1.0) - 1.0 / x;
+    if (x < 2) return pb_digamma_near_zero_(x);
+    if (x < 10) { /* down to [1, 2) (x - n is exact), adding 1/(x-1) + ... + 1/(x-n) */
+        double n = floor(x) - 1.0, y = x - n, s = 0.0;
+        for (double k = n - 1; k >= 0; k--) s += 1.0 / (y + k);
+        return pb_digamma_near_zero_(y) + s;
+    }
+    double inv2 = 1.0 / (x * x), s = 0.0; /* log x - 1/2x - sum B2k / (2k x^2k) */
+    for (int k = 7; k >= 0; k--) s = (s + pb_bernoulli_[k] / (2 * k + 2)) * inv2;
+    return log(x) - 0.5 / x - s;
+}
+
+/* polygamma(n, x) = (-1)^(n+1) n! zeta(n+1, x) for n >= 1: Hurwitz's zeta as the terms
+ * (x+k)^-s up to x+N >= n + 15, then the Euler-Maclaurin tail; negative x by the same
+ * sum (s is an integer), with poles at the non-positive integers. */
+static inline double pb_polygamma(double n, double x) {
+    if (n != n || x != x || n < 0 || n != floor(n)) return NAN;
+    if (n == 0) return pb_digamma(x);
+    if (x <= 0 && x == floor(x)) return INFINITY;
+    double s = n + 1.0, fact = 1.0, sum = 0.0, a = x;
+    for (double k = 2; k <= n; k++) fact *= k;
+    while (a < n + 15.0) { sum += pow(a, -s); a += 1.0; }
+    double tail = pow(a, 1.0 - s) / (s - 1.0) + 0.5 * pow(a, -s);
+    double rising = s, power = pow(a, -s - 1.0), fact2j = 2.0;
+    for (int j = 1; j <= 10; j++) { /* B2j / (2j)! s (s+1) ... (s+2j-2) a^(-s-2j+1) */
+        tail += pb_bernoulli_[j - 1] / fact2j * rising * power;
+        rising *= (s + 2 * j - 1) * (s + 2 * j);
+        power /= a * a;
+        fact2j *= (2.0 * j + 1) * (2.0 * j + 2);
+    }
+    double z = fact * (sum + tail);
+    return fmod(n, 2.0) == 1.0 ? z : -z;
+}
+
+/* erfinv on [-1/2, 1/2]: Newton's method on erf from three terms of its series (erf is
+ * concave for y > 0, so the iterates approach the root from one side). */
+static inline double pb_erfinv_central_(double x) {
+    double x2 = x * x, y = 0.88622692545275801 * x * (1 + x2 * (0.26179938779914941 +
+                                                                 x2 * 0.14393173084921978));
+    for (int i = 0; i < 8; i++) {
+        double d = (erf(y) - x) / (1.1283791670955126 * exp(-y * y));
+        y -= d;
+        if (fabs(d) <= 1e-17 * fabs(y)) break;
+    }
+    return y;
+}
+
+/* log erfc(y) for y > 0, past erfc's underflow by its asymptotic series; and
+ * -d/dy log erfc(y) = (2/sqrt(pi)) exp(-y^2) / erfc(y). */
+static inline double pb_log_erfc_(double y, double *slope) {
+    if (y < 26.0) {
+        double q = erfc(y);
+        *slope = 1.1283791670955126 * exp(-y * y) / q;
+        return log(q);
+    }
+    double t = 0.5 / (y * y), term = 1.0, sum = 1.0;
+    for (int k = 1; k < 12; k++) { term *= -(2 * k - 1) * t; sum += term; }
+    *slope = 2.0 * y / sum;
+    return -y * y - log(y * 1.7724538509055160) + log(sum);
+}
+
+/* The y >= 0.4769 with erfc(y) == q, for 0 < q <= 1/2: Newton's method on log erfc,
+ * which is concave, so that after the first step the iterates decrease to the root. */
+static inline double pb_erfcinv_tail_(double q) {
+    double target = log(q), y = sqrt(-target), slope;
+    for (int i = 0; i < 60; i++) {
+        double d = (pb_log_erfc_(y, &slope) - target) / slope;
+        y += d;
+        if (fabs(d) <= 1e-16 * y) break;
+    }
+    return y;
+}
+
+static inline double pb_erfinv(double x) {
+    double a = fabs(x);
+    if (!(a <= 1)) return NAN;
+    if (a <= 0.5) return pb_erfinv_central_(x);
+    if (a == 1) return copysign(INFINITY, x);
+    return copysign(pb_erfcinv_tail_(1.0 - a), x); /* 1 - a is exact */
+}
+
+/* The inverse of the standard normal CDF: -sqrt(2) erfcinv(2p), with 2p - 1 and 1 - p
+ * exact where they are used. */
+static inline double pb_ndtri(double p) {
+    if (!(p >= 0 && p <= 1)) return NAN;
+    if (p == 0) return -INFINITY;
+    if (p == 1) return INFINITY;
+    if (p >= 0.25 && p <= 0.75) return 1.4142135623730951 * pb_erfinv_central_(2.0 * p - 1.0);
+    if (p < 0.25) return -1.4142135623730951 * pb_erfcinv_tail_(2.0 * p);
+    return 1.4142135623730951 * pb_erfcinv_tail_(2.0 * (1.0 - p));
+}
+
+/* exp(-|x|) I0(x) and exp(-|x|) I1(x): the power series (of positive terms) up to |x| =
+ * 20, then the asymptotic series (its smallest term there is below 1e-16). */
+static inline double pb_bessel_ie_(double x, int order) {
+    double a = fabs(x);
+    if (a != a) return a;
+    if (a == INFINITY) return 0.0;
+    double sum = 1.0, term = 1.0;
+    if (a <= 20.0) {
+        double q = 0.25 * a * a;
+        for (int k = 1; k < 200 && term > 1e-17 * sum; k++) {
+            term *= q / (k * (double)(k + order));
+            sum += term;
+        }
+        sum *= exp(-a);
+        return order ? copysign(0.5 * a * sum, x) : sum;
+    }
+    double mu = 4.0 * order * order;
+    for (int k = 1; k < 60 && fabs(term) > 1e-20; k++) {
+        term *= ((2 * k - 1) * (2 * k - 1) - mu) / (8.0 * k * a);
+        sum += term;
+    }
+    sum /= sqrt(6.283185307179586 * a);
+    return order ? copysign(sum, x) : sum;
+}
+static inline double pb_i0e(double x) { return pb_bessel_ie_(x, 0); }
+static inline double pb_i1e(double x) { return pb_bessel_ie_(x, 1); }
+
 /* Stable bottom-up merge sort of the positions perm[0..n) by key[perm[i] * stride];
  * tmp holds n positions.  Equal keys keep their order in both directions. */
 #define PB_DEFINE_SORT(NAME, T, ISNAN)                                                    \
