@@ -2,8 +2,9 @@
 
 Everything else in NumPy's linear algebra (matmul, einsum, det, inv, solve ...) is a
 composition of these in ``numpy_api/linalg.py``.  The factorizations follow LAPACK's
-conventions so that native backends can call LAPACK or port the loops below directly;
-the reference impls are written as column loops vectorized over the batch dimensions.
+conventions, and the native backend calls LAPACK (BLAS for triangular solves); the
+reference impls are NumPy's Cholesky and, where NumPy has none, LAPACK's unblocked
+algorithms as column loops vectorized over the batch dimensions.
 
 Derivatives are written with these same ops (``dot_general`` for products,
 ``triangular_solve`` for inverses) and masks of the triangles a factorization reads,
@@ -190,20 +191,9 @@ def _cholesky_infer(ts):
 
 
 def _cholesky_impl(a):
-    """Cholesky–Banachiewicz, row of L by row; reads only the lower triangle of ``a``
-    and raises like LAPACK potrf when a pivot is zero or negative (NaN propagates)."""
-    n = a.shape[-1]
-    low = np.zeros_like(a)
-    for j in range(n):
-        row = low[..., j, :j]
-        d = a[..., j, j] - np.sum(row * row, axis=-1)
-        if np.any(d <= 0):
-            raise np.linalg.LinAlgError("Matrix is not positive definite")
-        ljj = np.sqrt(d)
-        low[..., j, j] = ljj
-        below = a[..., j + 1 :, j] - (low[..., j + 1 :, :j] @ row[..., None])[..., 0]
-        low[..., j + 1 :, j] = below / ljj[..., None]
-    return low
+    """NumPy's (LAPACK's potrf): reads the lower triangle of ``a``, raises LinAlgError
+    when a matrix is not positive definite."""
+    return np.linalg.cholesky(a)
 
 
 def _phi(x: Atom) -> Atom:

@@ -1,9 +1,10 @@
-/* pullback's runtime library of LAPACK factorizations (eigh, svd, qr), built once per
- * compiler and flags and linked by each module that calls them.  Each routine takes a
- * batch of `count` row-major matrices, asks LAPACK once for its workspace, and calls the
- * routine NumPy's np.linalg calls (?syevd, ?gesdd, ?geqrf + ?orgqr) on a column-major
- * copy of each matrix, as NumPy does, so that results (signs of vectors included) are
- * those NumPy computes with the same LAPACK.  LAPACK comes from scipy-openblas32: its
+/* pullback's runtime library of LAPACK factorizations (eigh, svd, qr, cholesky, lu),
+ * built once per compiler and flags and linked by each module that calls them.  Each
+ * routine takes a batch of `count` row-major matrices, asks LAPACK once for its workspace
+ * where it needs one, and calls the routine NumPy's np.linalg calls (?syevd, ?gesdd,
+ * ?geqrf + ?orgqr, ?potrf, ?getrf) on a column-major copy of each matrix, as NumPy does,
+ * so that results (signs of vectors included) are those NumPy computes with the same
+ * LAPACK.  LAPACK comes from scipy-openblas32: its
  * Fortran symbols carry the prefix scipy_ and its integers are 32-bit.  A nonzero
  * `info` raises LinAlgError with NumPy's message; a workspace that cannot be allocated,
  * MemoryError. */
@@ -29,6 +30,11 @@ typedef int32_t pb_lapack_int;
     void scipy_##P##orgqr_(const pb_lapack_int *m, const pb_lapack_int *n,                \
                            const pb_lapack_int *k, T *a, const pb_lapack_int *lda,        \
                            const T *tau, T *work, const pb_lapack_int *lwork,             \
+                           pb_lapack_int *info);                                          \
+    void scipy_##P##potrf_(const char *uplo, const pb_lapack_int *n, T *a,                \
+                           const pb_lapack_int *lda, pb_lapack_int *info, size_t);        \
+    void scipy_##P##getrf_(const pb_lapack_int *m, const pb_lapack_int *n, T *a,          \
+                           const pb_lapack_int *lda, pb_lapack_int *ipiv,                 \
                            pb_lapack_int *info);
 PB_DECLARE_LAPACK(d, double)
 PB_DECLARE_LAPACK(s, float)
@@ -55,6 +61,14 @@ static void *pb_lapack_alloc(pb_ctx *ctx, size_t count, size_t size, int *failed
                                     T *dst) {                                             \
         for (int64_t i = 0; i < rows; i++)                                                \
             for (int64_t j = 0; j < cols; j++) dst[i * cols + j] = src[i + j * lds];      \
+    }                                                                                     \
+    static void pb_transpose_##S(T *m, int64_t n) {                                       \
+        for (int64_t i = 0; i < n; i++)                                                  \
+            for (int64_t j = i + 1; j < n; j++) {                                         \
+                T t = m[i * n + j];                                                       \
+                m[i * n + j] = m[j * n + i];                                              \
+                m[j * n + i] = t;                                                         \
+            }                                                                             \
     }                                                                                     \
     static void pb_identity_##S(T *dst, int64_t rows, int64_t cols) {                     \
         for (int64_t i = 0; i < rows; i++)                                                \
@@ -191,6 +205,48 @@ static void *pb_lapack_alloc(pb_ctx *ctx, size_t count, size_t size, int *failed
         free(tau);                                                                        \
         free(work);                                                                       \
         return failed;                                                                    \
+    }                                                                                  \
+                                                                                          \
+    /* The lower Cholesky factors l of the matrices whose lower triangles a holds (the    \
+     * upper triangle of l zeroed); nonzero when one is not positive definite.  A        \
+     * row-major lower triangle is a column-major upper one: ?potrf('U') on a copy. */    \
+    int pb_lapack_cholesky_##S(int64_t count, int64_t n, const T *a, T *l) {              \
+        const char uplo = 'U';                                                            \
+        const pb_lapack_int ni = (pb_lapack_int)n, lda = (pb_lapack_int)(n ? n : 1);      \
+        pb_lapack_int info = 0;                                                           \
+        if (n == 0) return 0;                                                             \
+        for (int64_t q = 0; q < count; q++) {                                             \
+            T *lq = l + q * n * n;                                                        \
+            memcpy(lq, a + q * n * n, sizeof(T) * n * n);                                 \
+            scipy_##P##potrf_(&uplo, &ni, lq, &lda, &info, 1);                            \
+            if (info != 0) return 1;                                                      \
+            for (int64_t i = 0; i < n; i++)                                               \
+                for (int64_t j = i + 1; j < n; j++) lq[i * n + j] = 0;                    \
+        }                                                                                 \
+        return 0;                                                                         \
+    }                                                                                     \
+                                                                                          \
+    /* LU with partial pivoting of the n x n matrices lu, in place (?getrf on each one    \
+     * transposed in place to column-major and back): pivots[k] is the row swapped with   \
+     * row k (0-based), perm the resulting row order.  A singular matrix is factored      \
+     * (a zero pivot leaves its column unscaled); nothing is raised. */                   \
+    void pb_lapack_lu_##S(int64_t count, int64_t n, T *lu, int32_t *pivots,               \
+                          int32_t *perm) {                                                \
+        const pb_lapack_int ni = (pb_lapack_int)n, lda = (pb_lapack_int)(n ? n : 1);      \
+        pb_lapack_int info = 0;                                                           \
+        for (int64_t q = 0; q < count && n > 0; q++) {                                    \
+            T *m = lu + q * n * n;                                                        \
+            int32_t *piv = pivots + q * n, *order = perm + q * n;                         \
+            pb_transpose_##S(m, n);                                                       \
+            scipy_##P##getrf_(&ni, &ni, m, &lda, piv, &info);                             \
+            pb_transpose_##S(m, n);                                                       \
+            for (int64_t i = 0; i < n; i++) order[i] = (int32_t)i;                        \
+            for (int64_t k = 0; k < n; k++) {                                             \
+                int32_t p = --piv[k], t = order[k];                                       \
+                order[k] = order[p];                                                      \
+                order[p] = t;                                                             \
+            }                                                                             \
+        }                                                                                 \
     }
 PB_DEFINE_LAPACK(float64, d, double)
 PB_DEFINE_LAPACK(float32, s, float)

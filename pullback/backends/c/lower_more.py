@@ -1,10 +1,11 @@
 """Loop IR for ``sort``, ``cholesky``, ``triangular_solve``, ``lu`` and ``conv``: a mixin
 of ``lower.Lowering`` (whose helpers it uses).
 
-Sorting and the factorizations call the runtime's loops (``pb_sort_*``,
-``pb_cholesky_*``, ``pb_trsm_*``, ``pb_lu_*``) once per lane or matrix; they port the
-reference implementations step by step, so LU picks the same pivots and sorting gives
-the same permutation as the interpreter.  ``conv`` is one loop nest over the result,
+Sorting calls the runtime's loop (``pb_sort_*``) once per lane; it ports the reference
+implementation step by step, so sorting gives the same permutation as the interpreter.
+The factorizations call LAPACK (``pb_lapack_cholesky_*``, ``pb_lapack_lu_*`` of the
+runtime library ``lapack.c``: ``?potrf``, ``?getrf``) once per batch, and triangular
+solves BLAS's ``?trsm`` once per matrix.  ``conv`` is one loop nest over the result,
 summing like ``dot_general`` does.
 
 Operand pointers are taken (``buf``) before any loop opens: a fused operand is computed
@@ -18,7 +19,9 @@ from collections.abc import Callable
 from contextlib import ExitStack
 
 from ...ir.core import Atom, Eqn
+from ...ir.types import float32
 from ...ops.conv import _dilated
+from .build import BLAS_PREFIX
 from .loop_ir import (
     Alloc,
     Bin,
@@ -95,38 +98,39 @@ class LinalgLowering:
         (a,) = eqn.inputs
         src = self.buf(a)
         dest = Sym(self.define(eqn.outputs[0]))
-        n = a.type.shape[-1]
-        self.per_matrix(a, lambda q: Runtime(
-            f"pb_cholesky_{a.type.dtype.name}", (src + q * (n * n), dest + q * (n * n), Int(n)),
+        self.add(Runtime(f"pb_lapack_cholesky_{a.type.dtype.name}", (
+            Int(math.prod(a.type.shape[:-2])), Int(a.type.shape[-1]), src, dest),
             ("LinAlgError", "Matrix is not positive definite"), self.mod.site(eqn)))
 
     def op_triangular_solve(self, eqn: Eqn) -> None:
-        """``x op(a) = b`` is ``op(a)^T x^T = b^T``: strides pick the transposes, and a
-        transposed lower factor is an upper one."""
+        """``b`` copied into the result, solved there in place by ``?trsm`` (row-major:
+        ``a`` on the left of an m x k result, or on the right of a k x m one)."""
         a, b = eqn.inputs
         p = eqn.params
         mat, rhs = self.buf(a), self.buf(b)
         dest = Sym(self.define(eqn.outputs[0]))
         if b.type.size == 0:
             return
+        dt = a.type.dtype
+        self.add(Copy(dest.name, rhs, ctype(dt), b.type.size, fresh=False))
         m = a.type.shape[-1]
-        k = b.type.shape[-1] if p["left_side"] else b.type.shape[-2]
-        flip = p["transpose_a"] != (not p["left_side"])
-        mrs, mcs = (1, m) if flip else (m, 1)
-        rs, cs = (k, 1) if p["left_side"] else (1, m)
-        lower = int(p["lower"] != flip)
-        self.per_matrix(a, lambda q: Runtime(f"pb_trsm_{a.type.dtype.name}", (
-            mat + q * (m * m), Int(mrs), Int(mcs), rhs + q * (m * k), dest + q * (m * k),
-            Int(rs), Int(cs), Int(m), Int(k), Int(lower), Int(int(p["unit_diagonal"])))))
+        rows, cols = b.type.shape[-2:]
+        flags = [Sym(f"Cblas{word}") for word in (
+            "RowMajor", "Left" if p["left_side"] else "Right", "Lower" if p["lower"] else "Upper",
+            "Trans" if p["transpose_a"] else "NoTrans",
+            "Unit" if p["unit_diagonal"] else "NonUnit")]
+        trsm = f"{BLAS_PREFIX}cblas_{'s' if dt == float32 else 'd'}trsm"
+        self.per_matrix(a, lambda q: Runtime(trsm, (
+            *flags, Int(rows), Int(cols), Int(1), mat + q * (m * m), Int(m),
+            dest + q * (rows * cols), Int(cols))))
 
     def op_lu(self, eqn: Eqn) -> None:
         (a,) = eqn.inputs
         src = self.buf(a)
         packed, pivots, perm = (Sym(self.define(v)) for v in eqn.outputs)
-        n = a.type.shape[-1]
         self.add(Copy(packed.name, src, ctype(a.type.dtype), a.type.size, fresh=False))
-        self.per_matrix(a, lambda q: Runtime(f"pb_lu_{a.type.dtype.name}", (
-            packed + q * (n * n), pivots + q * n, perm + q * n, Int(n))))
+        self.add(Runtime(f"pb_lapack_lu_{a.type.dtype.name}", (
+            Int(math.prod(a.type.shape[:-2])), Int(a.type.shape[-1]), packed, pivots, perm)))
 
     # -- conv -------------------------------------------------------------------------------
 

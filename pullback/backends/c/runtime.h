@@ -519,76 +519,6 @@ PB_DEFINE_SORT(pb_sort_int64, int64_t, PB_NEVER_NAN)
 PB_DEFINE_SORT(pb_sort_int32, int32_t, PB_NEVER_NAN)
 PB_DEFINE_SORT(pb_sort_bool, uint8_t, PB_NEVER_NAN)
 
-/* The factorizations of one n x n (row-major) matrix, per float type.
- *
- * Cholesky-Banachiewicz into l (upper triangle zeroed), reading the lower triangle of
- * a; 1 when a pivot is <= 0 (a NaN pivot propagates instead).
- *
- * Triangular solve of mat x = rhs (m x k), mat read through strides (a transposed
- * factor costs no copy) and rhs, x through strides (a right-side solve is the
- * transposed left-side one); only the lower or upper triangle of mat is read, and its
- * diagonal unless unit.
- *
- * LU in place with partial pivoting, as LAPACK getf2: the pivot is the first row of
- * largest magnitude (NaN first); a zero pivot leaves its column unscaled. */
-#define PB_DEFINE_FACTORIZATIONS(S, T, SQRT, ABS)                                         \
-    static int pb_cholesky_##S(const T *a, T *l, int64_t n) {                             \
-        for (int64_t j = 0; j < n; j++) {                                                 \
-            for (int64_t k = j + 1; k < n; k++) l[j * n + k] = 0;                         \
-            T sq = 0;                                                                     \
-            for (int64_t k = 0; k < j; k++) sq += l[j * n + k] * l[j * n + k];            \
-            T d = a[j * n + j] - sq;                                                      \
-            if (d <= 0) return 1;                                                         \
-            T ljj = SQRT(d);                                                              \
-            l[j * n + j] = ljj;                                                           \
-            for (int64_t i = j + 1; i < n; i++) {                                         \
-                T dot = 0;                                                                \
-                for (int64_t k = 0; k < j; k++) dot += l[i * n + k] * l[j * n + k];       \
-                l[i * n + j] = (a[i * n + j] - dot) / ljj;                                \
-            }                                                                             \
-        }                                                                                 \
-        return 0;                                                                         \
-    }                                                                                     \
-    static void pb_trsm_##S(const T *mat, int64_t mrs, int64_t mcs, const T *rhs, T *x,   \
-                            int64_t rs, int64_t cs, int64_t m, int64_t k, int lower,     \
-                            int unit) {                                                   \
-        for (int64_t step = 0; step < m; step++) {                                        \
-            int64_t i = lower ? step : m - 1 - step;                                      \
-            int64_t j0 = lower ? 0 : i + 1, j1 = lower ? i : m;                           \
-            for (int64_t c = 0; c < k; c++) {                                             \
-                T dot = 0;                                                                \
-                for (int64_t j = j0; j < j1; j++) dot += mat[i * mrs + j * mcs] * x[j * rs + c * cs]; \
-                T s = rhs[i * rs + c * cs] - dot;                                         \
-                x[i * rs + c * cs] = unit ? s : s / mat[i * mrs + i * mcs];               \
-            }                                                                             \
-        }                                                                                 \
-    }                                                                                     \
-    static void pb_lu_##S(T *lu, int32_t *pivots, int32_t *perm, int64_t n) {             \
-        for (int64_t i = 0; i < n; i++) perm[i] = (int32_t)i;                             \
-        for (int64_t k = 0; k < n; k++) {                                                 \
-            int64_t p = k;                                                                \
-            T best = ABS(lu[k * n + k]);                                                  \
-            for (int64_t i = k + 1; i < n; i++) {                                         \
-                T v = ABS(lu[i * n + k]);                                                 \
-                if (best == best && (v > best || v != v)) { best = v; p = i; }            \
-            }                                                                             \
-            pivots[k] = (int32_t)p;                                                       \
-            if (p != k) {                                                                 \
-                for (int64_t j = 0; j < n; j++) {                                         \
-                    T t = lu[k * n + j]; lu[k * n + j] = lu[p * n + j]; lu[p * n + j] = t; \
-                }                                                                         \
-                int32_t t = perm[k]; perm[k] = perm[p]; perm[p] = t;                      \
-            }                                                                             \
-            T pivot = lu[k * n + k];                                                      \
-            if (pivot != 0)                                                               \
-                for (int64_t i = k + 1; i < n; i++) lu[i * n + k] /= pivot;               \
-            for (int64_t i = k + 1; i < n; i++)                                           \
-                for (int64_t j = k + 1; j < n; j++) lu[i * n + j] -= lu[i * n + k] * lu[k * n + j]; \
-        }                                                                                 \
-    }
-PB_DEFINE_FACTORIZATIONS(float64, double, sqrt, fabs)
-PB_DEFINE_FACTORIZATIONS(float32, float, sqrtf, fabsf)
-
 /* Products: the runtime library's kernels (kernels.c, built once and linked): small
  * products as register tiles, large float products packed. */
 #define PB_DECLARE_GEMM(S, T)                                                             \
@@ -600,14 +530,17 @@ PB_DECLARE_GEMM(int32, int32_t)
 PB_DECLARE_GEMM(int64, int64_t)
 
 /* Factorizations by LAPACK: the runtime library lapack.c (built once and linked), a
- * batch of `count` row-major matrices a call; nonzero on failure, the error set. */
+ * batch of `count` row-major matrices a call.  eigh, svd, qr: nonzero on failure, the
+ * error set; cholesky: nonzero when a matrix is not positive definite. */
 #define PB_DECLARE_LAPACK_CALLS(S, T)                                                     \
     int pb_lapack_eigh_##S(pb_ctx *ctx, int64_t count, int64_t n, const T *a, T *w, T *v, \
                            int lower, int vectors);                                       \
     int pb_lapack_svd_##S(pb_ctx *ctx, int64_t count, int64_t m, int64_t n, const T *a,   \
                           T *u, T *s, T *vh, char jobz);                                  \
     int pb_lapack_qr_##S(pb_ctx *ctx, int64_t count, int64_t m, int64_t n, const T *a,    \
-                         T *q, T *r, int complete);
+                         T *q, T *r, int complete);                                       \
+    int pb_lapack_cholesky_##S(int64_t count, int64_t n, const T *a, T *l);               \
+    void pb_lapack_lu_##S(int64_t count, int64_t n, T *lu, int32_t *pivots, int32_t *perm);
 PB_DECLARE_LAPACK_CALLS(float32, float)
 PB_DECLARE_LAPACK_CALLS(float64, double)
 
