@@ -160,10 +160,56 @@ def logit(p: Any) -> Atom:
     return _where(near_half, central, E.log(E.div(q, E.sub(one, q))))
 
 
+#: Where Stirling's series of lgamma (with its correction terms up to B16) is exact to
+#: double precision.
+_STIRLING = 10.0
+_BERNOULLI = [1 / 6, -1 / 30, 1 / 42, -1 / 30, 5 / 66, -691 / 2730, 7 / 6, -3617 / 510]
+
+
+def _stirling_correction(x: Atom) -> Atom:
+    """lgamma(x) - ((x - 1/2) log x - x + log(2 pi) / 2): the sum of
+    B2k / (2k (2k - 1) x^(2k - 1))."""
+    inv = E.div(const(1, x.type), x)
+    inv2 = E.mul(inv, inv)
+    total = const(0, x.type)
+    for k in range(len(_BERNOULLI), 0, -1):
+        coef = _BERNOULLI[k - 1] / (2 * k * (2 * k - 1))
+        total = E.add(E.mul(total, inv2), const(coef, x.type))
+    return E.mul(total, inv)
+
+
 @_special("betaln")
 def betaln(a: Any, b: Any) -> Atom:
+    """log|B(a, b)|.  lgamma(a) + lgamma(b) - lgamma(a + b) cancels when an argument is
+    large (betaln(1e10, 3) loses 9 digits), so with lo = min(a, b), hi = max(a, b) and
+    s = a + b, Stirling's series gives, for lo >= 10,
+    log(2 pi)/2 + (lo - 1/2) log(lo/s) - (hi - 1/2) log1p(lo/hi) - log(s)/2 + corrections,
+    and for hi >= 10 > lo > 0,
+    lgamma(lo) - (hi - 1/2) log1p(lo/hi) - lo log s + lo + corrections;
+    each a sum of terms of one sign, or nearly."""
     a, b = _floats(a, b)
-    return E.sub(E.add(E.lgamma(a), E.lgamma(b)), E.lgamma(E.add(a, b)))
+    lo, hi = E.min_(a, b), E.max_(a, b)
+    big = const(_STIRLING, a.type)
+    both = E.ge(lo, big)
+    one = E.and_(E.and_(E.ge(hi, big), E.gt(lo, const(0, a.type))), E.not_(both))
+    # each branch's operands, safe where it is not taken
+    lo2, hi2 = _clamped(lo, both, _STIRLING), _clamped(hi, both, _STIRLING)
+    s2 = E.add(lo2, hi2)
+    half = const(0.5, a.type)
+    both_value = E.add(
+        E.add(E.mul(E.sub(lo2, half), E.log(E.div(lo2, s2))),
+              E.neg(E.mul(E.sub(hi2, half), E.log1p(E.div(lo2, hi2))))),
+        E.sub(const(0.5 * math.log(2 * math.pi), a.type), E.mul(half, E.log(s2))))
+    both_value = E.add(both_value, E.sub(E.add(_stirling_correction(lo2),
+                                               _stirling_correction(hi2)),
+                                         _stirling_correction(s2)))
+    lo1, hi1 = _clamped(lo, one, 1.0), _clamped(hi, one, _STIRLING)
+    s1 = E.add(lo1, hi1)
+    one_value = E.sub(E.lgamma(lo1), E.mul(E.sub(hi1, half), E.log1p(E.div(lo1, hi1))))
+    one_value = E.add(E.sub(one_value, E.mul(lo1, E.log(s1))), lo1)
+    one_value = E.add(one_value, E.sub(_stirling_correction(hi1), _stirling_correction(s1)))
+    plain = E.sub(E.add(E.lgamma(a), E.lgamma(b)), E.lgamma(E.add(a, b)))
+    return _where(both, both_value, _where(one, one_value, plain))
 
 
 _SQRT1_2 = math.sqrt(0.5)

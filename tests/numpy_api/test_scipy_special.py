@@ -4,6 +4,9 @@ across their domains, tails included; grad and jvp against central differences."
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -134,15 +137,36 @@ def test_c_polygamma_accuracy(n):
     assert _ulps(got, sc.polygamma(n, x)).max() <= 16
 
 
+@pytest.mark.parametrize("backend", ["interp", "c"])
+def test_betaln_keeps_its_digits_for_large_arguments(backend):
+    """lgamma(a) + lgamma(b) - lgamma(a + b) loses 9 digits at (1e10, 3) and SciPy's 6 at
+    (1e-5, 1e5); against 40-digit values."""
+    mp = pytest.importorskip("mpmath")
+    mp.mp.dps = 40
+    a = np.concatenate([np.exp(rng.uniform(-10, 25, 200)), [1e10, 1e6, 1e-5, 1e6, 10.0, 9.5]])
+    b = np.concatenate([np.exp(rng.uniform(-10, 25, 200)), [3.0, 0.5, 1e5, 1e6, 10.0, 12.0]])
+    exact = np.array([float(mp.log(abs(mp.beta(x, y)))) for x, y in zip(a, b, strict=True)])
+    got = _run(sc.betaln, backend)(a, b)
+    np.testing.assert_allclose(got, exact, rtol=1e-13, atol=1e-15)
+
+
+def test_importing_pullback_does_not_import_scipy():
+    """SciPy's mappings are registered when a program has imported it (a second saved)."""
+    code = "import sys, pullback; print(any(m.startswith('scipy') for m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == "False"
+
+
 # -- derivatives ----------------------------------------------------------------------
 
 DERIV_CASES = [
     (sc.erf, (X,)), (sc.erfc, (X,)), (sc.erfinv, (1.8 * U - 0.9,)), (sc.gammaln, (POS,)),
     (sc.digamma, (POS,)), (lambda x: sc.polygamma(2, x), (POS,)), (sc.ndtri, (U,)),
     (sc.i0e, (X * 3,)), (sc.i1e, (X * 3,)), (sc.expit, (X * 10,)), (sc.logit, (U,)),
-    (sc.betaln, (POS, POS[::-1])), (sc.ndtr, (X * 3,)), (sc.log_ndtr, (X * 12,)),
-    (sc.xlogy, (X, POS)), (sc.xlog1py, (X, POS)), (sc.softmax, (X,)),
-    (sc.log_softmax, (X,)), (sc.logsumexp, (X,)),
+    (sc.betaln, (POS, POS[::-1])), (sc.betaln, (POS * 5, POS + 10)), (sc.ndtr, (X * 3,)),
+    (sc.log_ndtr, (X * 12,)), (sc.xlogy, (X, POS)), (sc.xlog1py, (X, POS)),
+    (sc.softmax, (X,)), (sc.log_softmax, (X,)), (sc.logsumexp, (X,)),
     (lambda a, b: sc.logsumexp(a, b=b), (X, POS)),
 ]
 
