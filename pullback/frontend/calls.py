@@ -19,7 +19,7 @@ from ..ir.builder import Builder, current, declare_func
 from ..ir.core import Lit
 from ..ir.types import bool_, float64, int64
 from ..numpy_api import CALLABLES
-from ..numpy_api.core import convert
+from ..numpy_api.core import WRITES_FIRST, convert
 from ..numpy_api.optional import optional_mapping
 from ..numpy_api.stateful_random import refuse_hidden_state
 from ..ops import control as C
@@ -165,6 +165,9 @@ class CallMixin:
             return special(self, *args, **kwargs)
         dynamic = has_ref(args) or has_ref(kwargs)
         if mapping is not None:
+            if fn in WRITES_FIRST:  # np.copyto(dst, ...), np.add.at(a, ...): dst is written
+                self.setitem(args[0], Ellipsis, mapping(*lower(args), **lower(kwargs)))
+                return None
             if not dynamic and getattr(fn, "__module__", None) in _NATIVE_MODULES:
                 return self.adopt(users_call(fn, *args, **kwargs))
             view = call_view_function(fn, args, kwargs)

@@ -16,6 +16,14 @@ from ..ir.core import Lit
 from ..ir.types import bool_, type_of_value
 from ..numpy_api import OPERATORS
 from ..numpy_api.core import convert
+from ..numpy_api.creation import as_array
+from ..numpy_api.indexing import (
+    masked_operand,
+    masked_source,
+    merge_masked,
+    run_time_mask,
+    value_as,
+)
 from ..ops import control as C
 from .control import ForForm, WhileForm
 from .iteration import Counted
@@ -28,6 +36,22 @@ _REFUSED = {
     "ClassDef": "class definitions inside a compiled function",
     "Match": "match statements", "TryStar": "try/except*",
 }
+
+
+def _updated(name: str, a: Any, b: Any) -> Any:
+    """The new content of array ``a`` after ``a op= b`` (NumPy's 'same_kind' casting)."""
+    r = OPERATORS[name](a, b)
+    ta, tr = a.type, r.type
+    if tr.shape != ta.shape:
+        raise ValueError(f"non-broadcastable output operand with shape {ta.shape} "
+                         f"doesn't match the broadcast shape {tr.shape}")
+    if tr.dtype != ta.dtype:
+        if not np.can_cast(tr.dtype.np, ta.dtype.np, "same_kind"):
+            raise TypeError(
+                f"Cannot cast ufunc '{name}' output from dtype('{tr.dtype.name}') to "
+                f"dtype('{ta.dtype.name}') with casting rule 'same_kind'")
+        r = convert(r, ta.dtype)
+    return r
 
 
 class StatementMixin:
@@ -219,9 +243,42 @@ class StatementMixin:
     # -- assignment -------------------------------------------------------------------
 
     def stmt_Assign(self, node: ast.Assign) -> None:
+        target = node.targets[0]
+        if len(node.targets) == 1 and isinstance(target, ast.Subscript):
+            source = self._masked_read(node.value)
+            if source is not None:
+                self._masked_copy(target, *source)
+                return
         value = self.eval(node.value)
         for t in node.targets:
             self.assign(t, value)
+
+    def _masked_read(self, node: ast.expr) -> tuple[Ref, Any] | None:
+        """``x`` and ``m`` when ``node`` reads ``x[m]`` through a run-time boolean mask
+        held in a variable (a name: reading it twice has no effect), else None."""
+        if not (isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Name)):
+            return None
+        idx = self.eval(node.slice)
+        mask = run_time_mask(lower(idx)) if isinstance(idx, Ref) else None
+        if mask is None:
+            return None
+        source = self.eval(node.value)
+        return (source, mask) if isinstance(source, Ref) else None
+
+    def _masked_copy(self, target: ast.Subscript, source: Ref, mask: Any) -> None:
+        """``y[m] = x[m]`` for a run-time mask ``m``: ``x[m]`` alone has a data-dependent
+        shape, but the copy is ``y`` with ``x`` where ``m`` holds."""
+        obj = self.eval(target.value)
+        idx = self.eval(target.slice)
+        same = isinstance(obj, Ref) and isinstance(idx, Ref) and \
+            run_time_mask(lower(idx)) is mask
+        if not same:
+            raise UnsupportedError(
+                "reading x[mask] with a run-time boolean mask gives a data-dependent shape; "
+                "it compiles only when assigned through the same mask, y[m] = x[m]",
+                hint="name the mask once (m = ...; y[m] = x[m]) or use np.where(mask, x, y)")
+        x = obj.get()
+        obj.set(merge_masked(x, mask, value_as(masked_source(x, mask, source.get()), x)))
 
     def stmt_AnnAssign(self, node: ast.AnnAssign) -> None:
         if node.value is not None:
@@ -300,6 +357,10 @@ class StatementMixin:
                               self.loc(t))
         elif isinstance(t, ast.Subscript):
             obj, idx = self.eval(t.value), self.eval(t.slice)
+            mask = run_time_mask(lower(idx)) if isinstance(obj, Ref) else None
+            if mask is not None:
+                self._masked_update(name, obj, mask, node.value)
+                return
             old = self.getitem(obj, idx)
             self.setitem(obj, idx, self.inplace(name, old, self.eval(node.value)))
         elif isinstance(t, ast.Attribute):
@@ -310,22 +371,22 @@ class StatementMixin:
         else:
             raise UnsupportedError("unsupported augmented assignment target")
 
+    def _masked_update(self, name: str, obj: Ref, mask: Any, value: ast.expr) -> None:
+        """``y[m] op= v`` for a run-time mask ``m``: ``y op v`` (``v`` spread to where
+        ``m`` holds when it has a row per True value) kept where ``m`` holds."""
+        y = obj.get()
+        read = self._masked_read(value)
+        if read is not None and read[1] is mask:  # y[m] += x[m]
+            operand = masked_source(y, mask, read[0].get())
+        else:
+            operand = masked_operand(y, mask, as_array(lower(self.eval(value))))
+        obj.set(merge_masked(y, mask, _updated(name, y, operand)))
+
     def inplace(self, name: str, a: Any, b: Any) -> Any:
         """``a op= b``: arrays are updated in place (NumPy's casting rule), the rest
         rebinds."""
         if isinstance(a, Ref) and a.kind == "array":
-            r = OPERATORS[name](a.get(), lower(b))
-            ta, tr = a.get().type, r.type
-            if tr.shape != ta.shape:
-                raise ValueError(f"non-broadcastable output operand with shape {ta.shape} "
-                                 f"doesn't match the broadcast shape {tr.shape}")
-            if tr.dtype != ta.dtype:
-                if not np.can_cast(tr.dtype.np, ta.dtype.np, "same_kind"):
-                    raise TypeError(
-                        f"Cannot cast ufunc '{name}' output from dtype('{tr.dtype.name}') to "
-                        f"dtype('{ta.dtype.name}') with casting rule 'same_kind'")
-                r = convert(r, ta.dtype)
-            a.set(r)
+            a.set(_updated(name, a.get(), lower(b)))
             return a
         if isinstance(a, list) and name == "add":
             self.check_mutable(a, "+=")

@@ -1,5 +1,15 @@
 """How ``np.*``, ``np.linalg.*``, ``math.*``, builtins, ndarray methods and Python operators
 map onto primitives.  Importing this package registers every mapping."""
 
-from . import creation, decompositions, indexing, linalg, manip, reductions, sorting, ufuncs  # noqa: F401
+from . import (  # noqa: F401
+    counting,
+    creation,
+    decompositions,
+    indexing,
+    linalg,
+    manip,
+    reductions,
+    sorting,
+    ufuncs,
+)
 from .core import ATTRIBUTES, CALLABLES, METHODS, OPERATORS  # noqa: F401

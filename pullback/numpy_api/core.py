@@ -50,6 +50,18 @@ def register(*objs: Any) -> Callable[[Callable], Callable]:
     return deco
 
 
+#: Callables that write into their first argument and return None (``np.copyto``,
+#: ``np.add.at`` ...): their mapping returns the argument's new content, which the
+#: frontend stores into it.
+WRITES_FIRST: set[Any] = set()
+
+
+def writer(*objs: Any) -> Callable[[Callable], Callable]:
+    """Register ``fn`` as the mapping of callables that write into their first argument."""
+    WRITES_FIRST.update(objs)
+    return register(*objs)
+
+
 def method(*names: str) -> Callable[[Callable], Callable]:
     def deco(fn: Callable) -> Callable:
         for n in names:

@@ -11,6 +11,8 @@ import sys
 from collections import defaultdict
 from typing import Any
 
+import numpy as np
+
 from . import ATTRIBUTES, CALLABLES, METHODS, OPERATORS
 from .optional import PUBLIC_MODULE, load_installed
 
@@ -19,10 +21,27 @@ _MODULE_ORDER = ("numpy", "numpy.linalg", "math", "builtins")
 _PREFIX = {"numpy": "np", "numpy.linalg": "np.linalg"}
 
 
+def _ufunc_of(obj: Any) -> Any:
+    """The ufunc of a ufunc method (``np.add.at``), else None."""
+    owner = getattr(obj, "__self__", None)
+    return owner if isinstance(owner, np.ufunc) else None
+
+
+def _module(obj: Any) -> str:
+    if _ufunc_of(obj) is not None:
+        return "numpy"
+    return PUBLIC_MODULE.get(obj) or obj.__module__
+
+
+def _name(obj: Any) -> str:
+    ufunc = _ufunc_of(obj)
+    return obj.__name__ if ufunc is None else f"{ufunc.__name__}.{obj.__name__}"
+
+
 def _names(obj: Any, module: str) -> list[str]:
     """Every public name ``module`` gives ``obj``, its own name first."""
     namespace = importlib.import_module(module)
-    own = obj.__name__
+    own = _name(obj)
     aliases = sorted(
         n for n in dir(namespace)
         if not n.startswith("_") and n != own and getattr(namespace, n, None) is obj
@@ -42,10 +61,10 @@ def callables_by_module() -> dict[str, list[str]]:
     load_installed()
     groups: dict[str, list[Any]] = defaultdict(list)
     for obj in CALLABLES:
-        groups[PUBLIC_MODULE.get(obj) or obj.__module__].append(obj)
+        groups[_module(obj)].append(obj)
     order = [m for m in _MODULE_ORDER if m in groups] + sorted(set(groups) - set(_MODULE_ORDER))
     return {
-        m: [_entry(o, m) for o in sorted(groups[m], key=lambda o: o.__name__.lower())]
+        m: [_entry(o, m) for o in sorted(groups[m], key=lambda o: _name(o).lower())]
         for m in order
     }
 

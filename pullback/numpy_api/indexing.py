@@ -19,13 +19,23 @@ import numpy as np
 
 from ..errors import ShapeError, UnsupportedError, users_call
 from ..ir.core import Atom, Lit, Var
-from ..ir.types import broadcast_shapes, int64
+from ..ir.types import bool_, broadcast_shapes, int64
 from ..ops import control as C
 from ..ops import elementwise as E
 from ..ops import index as X
 from ..ops import reduce as R
 from ..ops import shape as S
-from .core import broadcast_to, convert, normalize_axis, operator_, register, static, strong
+from .core import (
+    broadcast_to,
+    convert,
+    normalize_axis,
+    operator_,
+    register,
+    static,
+    strong,
+    typeof,
+    writer,
+)
 from .creation import as_array
 from .manip import no_out, ravel, reshape_to, transpose_to
 
@@ -118,8 +128,10 @@ def _raw(item: Any) -> Any:
     if isinstance(item, Var):
         if item.type.dtype.is_bool:
             raise UnsupportedError(
-                "indexing with a run-time boolean mask gives a data-dependent shape",
-                hint="use np.where(mask, x, other) to keep the shape static",
+                "reading x[mask] with a run-time boolean mask gives a data-dependent shape",
+                hint="use np.where(mask, x, other) to keep the shape static (or a where= "
+                "argument of a reduction); assigning through the mask compiles: "
+                "x[mask] = v, x[mask] += v, and x[m] = y[m] with the mask in a variable",
             )
         if not item.type.dtype.is_int:
             raise IndexError(_VALID)
@@ -365,7 +377,7 @@ def _fit(value: Atom, shape: tuple[int, ...]) -> Atom:
     return broadcast_to(reshape_to(value, src), shape)
 
 
-def _value_as(value: Any, x: Atom) -> Atom:
+def value_as(value: Any, x: Atom) -> Atom:
     """The assigned value in ``x``'s dtype (NumPy casts unsafely, but not Python ints)."""
     dt = x.type.dtype
     if isinstance(value, int) and not isinstance(value, bool) and dt.is_int:
@@ -396,17 +408,252 @@ def _scatter(x: Atom, entries: list[Entry], value: Atom) -> Atom:
     return reshape_to(flat, x.type.shape)
 
 
+# -- x[mask] = value with a run-time mask ----------------------------------------------------
+#
+# ``x[mask]`` has as many rows as the mask has True values, which only the run time knows,
+# so reading it is refused.  Writing through it keeps ``x``'s shape: the value lands where
+# the mask holds, a ``select``.  A value with one row per True value (``x[m] = v`` with
+# ``len(v) == m.sum()``) is spread to the positions first: position ``p`` takes row
+# ``cumsum(mask)[p] - 1``, after a run-time check of the count that raises NumPy's error.
+
+
+def run_time_mask(idx: Any) -> Atom | None:
+    """``idx`` when it is a run-time boolean array indexing on its own (``x[mask]``)."""
+    if isinstance(idx, Var) and idx.type.dtype.is_bool and idx.type.ndim:
+        return idx
+    return None
+
+
+def mask_rest(x: Atom, mask: Atom) -> tuple[int, ...]:
+    """The shape of one row of ``x[mask]``; NumPy's IndexError when the mask does not fit."""
+    lead, shape = mask.type.shape, x.type.shape
+    if len(lead) > len(shape):
+        raise IndexError(f"too many indices for array: array is {len(shape)}-dimensional, "
+                         f"but {len(lead)} were indexed")
+    for axis, (m, d) in enumerate(zip(lead, shape, strict=False)):
+        if m != d:
+            raise IndexError(f"boolean index did not match indexed array along axis {axis}; "
+                             f"size of axis is {d} but size of corresponding boolean axis "
+                             f"is {m}")
+    return shape[len(lead):]
+
+
+def _count_check(mask: Atom, rows: int, value_shape: tuple[int, ...],
+                 rest: tuple[int, ...]) -> None:
+    """NumPy's ValueError unless the mask holds exactly ``rows`` times."""
+    flat = reshape_to(convert(mask, int64), (mask.type.size,))
+    count = R.reduce_sum(flat, axes=(0,))
+    if rest:
+        fmt = (f"shape mismatch: value array of shape {value_shape} could not be broadcast to "
+               f"indexing result of shape ({{}},{','.join(map(str, rest))})")
+    else:
+        fmt = (f"NumPy boolean array indexing assignment cannot assign {rows} input values to "
+               "the {} output values where the mask is true")
+    C.check(E.eq(count, convert(rows, int64)), count, exc="ValueError", fmt=fmt)
+
+
+def masked_operand(x: Atom, mask: Atom, value: Atom) -> Atom:
+    """``value`` (what ``x[mask]`` is assigned or combined with) as an operand that
+    broadcasts against all of ``x`` and holds, at each position the mask selects, what
+    NumPy puts there; its dtype and weak-ness are ``value``'s."""
+    rest = mask_rest(x, mask)
+    src = value.type.shape
+    while len(src) > len(rest) + 1 and src[0] == 1:
+        src = src[1:]
+    if len(src) <= len(rest) or src[0] == 1:  # one row for all: it broadcasts
+        row = src[1:] if len(src) > len(rest) else src
+        if len(row) > len(rest) or any(
+                r not in (1, d) for r, d in zip(row[::-1], rest[::-1], strict=False)):
+            raise ValueError(f"could not broadcast input array from shape {value.type.shape} "
+                             f"into shape (n,{','.join(map(str, rest))})")
+        return value if row == value.type.shape else reshape_to(value, row)
+    rows = src[0]
+    table = _fit(reshape_to(value, src), (rows, *rest))
+    _count_check(mask, rows, value.type.shape, rest)
+    if rows == 0:  # the check passed: nothing is written
+        return convert(0, value.type.dtype, value.type.weak)
+    selected = reshape_to(convert(mask, int64), (mask.type.size,))
+    row_of = E.sub(R.cumsum(selected, axis=0, reverse=False), convert(1, int64))
+    # positions the mask skips read some row in range (their value is not kept)
+    row_of = E.min_(E.max_(row_of, convert(0, int64)), convert(rows - 1, int64))
+    spread = X.gather(table, row_of, axis=0)
+    return reshape_to(spread, x.type.shape)
+
+
+def masked_source(x: Atom, mask: Atom, source: Atom) -> Atom:
+    """``source`` laid over ``x`` so that ``source[mask]`` lines up with ``x[mask]``
+    (``x[mask] = source[mask]``): the masked axes shared, the rows broadcast."""
+    rest, row = mask_rest(x, mask), mask_rest(source, mask)
+    lead = mask.type.ndim
+    if len(row) > len(rest) or any(
+            r not in (1, d) for r, d in zip(row[::-1], rest[::-1], strict=False)):
+        raise ValueError(f"shape mismatch: value array of shape (n,{','.join(map(str, row))}) "
+                         f"could not be broadcast to indexing result of shape "
+                         f"(n,{','.join(map(str, rest))})")
+    dims = tuple(range(lead)) + tuple(range(x.type.ndim - len(row), x.type.ndim))
+    return S.broadcast_in_dim(source, shape=x.type.shape, dims=dims)
+
+
+def merge_masked(x: Atom, mask: Atom, new: Atom) -> Atom:
+    """``x`` with ``new`` (broadcast to ``x``, in its dtype) where ``mask`` holds."""
+    new = broadcast_to(convert(new, x.type.dtype), x.type.shape)
+    where = S.broadcast_in_dim(mask, shape=x.type.shape, dims=tuple(range(mask.type.ndim)))
+    return E.select(where, new, x)
+
+
 @operator_("setitem")
 def setitem(x: Any, idx: Any, value: Any) -> Atom:
     """``x`` after ``x[idx] = value`` (a new value: the frontend rebinds it)."""
     x = as_array(x)
+    value = value_as(value, x)
+    mask = run_time_mask(idx)
+    if mask is not None:
+        return merge_masked(x, mask, masked_operand(x, mask, value))
     entries = resolve(x.type.shape, idx)
-    value = _value_as(value, x)
     w = _window(x.type.shape, entries)
     if any(i is not None for i in w.advanced) or any(s > 1 for s in w.stride):
         return _scatter(x, entries, value)
     value = _fit(value, tuple(w.shape))
     return x if x.type.size == 0 else _write_window(x, w, value)
+
+
+# -- np.putmask, np.copyto: writes into their first argument ---------------------------------
+
+
+def _cast(value: Any, dt, casting: str) -> Atom:
+    """``value`` in ``dt`` when NumPy's ``casting`` rule allows it (a Python scalar is cast
+    as its value, by NEP 50), else NumPy's TypeError."""
+    t = as_array(value).type if isinstance(value, (list, tuple)) else typeof(value)
+    if t.weak:
+        kinds = "b" if dt.is_bool else "bi" if dt.is_int else "bif"
+        allowed = casting == "unsafe" or t.dtype.kind in kinds
+        what = "scalar"
+    else:
+        allowed = np.can_cast(t.dtype.np, dt.np, casting)
+        what = "array data"
+    if not allowed:
+        raise TypeError(f"Cannot cast {what} from dtype('{t.dtype.name}') to "
+                        f"dtype('{dt.name}') according to the rule '{casting}'")
+    return value_as(value, Lit(np.zeros((), dt.np)))
+
+
+@writer(np.putmask)
+def putmask(a: Any, mask: Any, values: Any) -> Atom:
+    """``a.flat[n] = values.flat[n % values.size]`` where ``mask.flat[n]``: positional,
+    values repeating as NumPy repeats them."""
+    a = as_array(a)
+    mask = convert(as_array(mask), bool_)
+    if mask.type.size != a.type.size:
+        raise ValueError("putmask: mask and data must be the same size")
+    values = _cast(values, a.type.dtype, "safe")
+    n, size = values.type.size, a.type.size
+    if n == 0:
+        return a
+    flat = _flat(values)
+    if n != size:
+        flat = X.gather(flat, Lit(np.arange(size, dtype=np.int64) % n), axis=0)
+    return E.select(reshape_to(mask, a.type.shape), reshape_to(flat, a.type.shape), a)
+
+
+@writer(np.copyto)
+def copyto(dst: Any, src: Any, casting: str = "same_kind", where: Any = True) -> Atom:
+    """``dst`` with ``src`` broadcast into it where ``where`` holds."""
+    dst = as_array(dst)
+    if casting not in ("no", "equiv", "safe", "same_kind", "unsafe"):
+        raise ValueError("casting must be one of 'no', 'equiv', 'safe', 'same_kind', or "
+                         "'unsafe'")
+    src = _cast(src, dst.type.dtype, casting)
+    new = _fit(src, dst.type.shape)
+    if isinstance(where, bool) and where:
+        return new
+    where = broadcast_to(convert(as_array(where), bool_), dst.type.shape)
+    return E.select(where, new, dst)
+
+
+# -- np.add.at and friends: unbuffered updates, repeated indices all applied ------------------
+#
+# ``add`` and ``subtract`` are one ``scatter_add``.  ``multiply``, ``maximum`` and
+# ``minimum`` combine each element of ``a`` with every update aimed at it in one reduction:
+# a matrix with a row per element of ``a``, holding the element and, for each update, the
+# update where it is aimed at that element and the reduction's identity elsewhere.  Its
+# derivatives are the reduction's: a maximum's cotangent is split evenly among the
+# element and the updates equal to it (as np.max's); a product's is exact at zeros.
+# The matrix costs ``a.size * (updates + 1)`` elements.
+
+
+def _at_operands(name: str, a: Any, indices: Any, b: Any) -> tuple[Atom, Atom, Atom]:
+    """``a`` flat, the flat positions ``a[indices]`` addresses and ``b`` fit to them, in
+    ``a``'s dtype."""
+    a = as_array(a)
+    counting = S.iota(shape=(a.type.size,), dim=0, dtype=int64)
+    positions = index_entries(reshape_to(counting, a.type.shape), resolve(a.type.shape, indices))
+    b = as_array(b) if isinstance(b, (list, tuple)) else b
+    tb = typeof(b)
+    if a.type.dtype.kind in "bi" and tb.dtype.is_float and not tb.weak:
+        raise UnsupportedError(
+            f"np.{name}.at of a float array into an integer array: NumPy casts each partial "
+            "result back to integers, pullback would combine the floats first",
+            hint=f"convert the updates first, e.g. b.astype({a.type.dtype.name})")
+    upd = _fit(value_as(b, a), positions.type.shape)
+    return _flat(a), _flat(positions), _flat(upd)
+
+
+def _combined(reduce, fill: Any, a: Atom, positions: Atom, upd: Atom) -> Atom:
+    """Each element of ``a`` reduced with the updates aimed at it (see above)."""
+    n, m = a.type.size, upd.type.size
+    if m == 0:
+        return a
+    aimed = E.eq(S.broadcast_in_dim(positions, shape=(n, m), dims=(1,)),
+                 S.iota(shape=(n, m), dim=0, dtype=int64))
+    rows = E.select(aimed, S.broadcast_in_dim(upd, shape=(n, m), dims=(1,)),
+                    convert(fill, a.type.dtype))
+    table = S.concatenate(reshape_to(a, (n, 1)), rows, axis=1)
+    return reduce(table, axes=(1,))
+
+
+def _lowest(dt) -> Any:
+    return False if dt.is_bool else -np.inf if dt.is_float else np.iinfo(dt.np).min
+
+
+def _highest(dt) -> Any:
+    return True if dt.is_bool else np.inf if dt.is_float else np.iinfo(dt.np).max
+
+
+def _ufunc_at(name: str, update):
+    def at(a: Any, indices: Any, b: Any = None) -> Atom:
+        if b is None:
+            raise TypeError(f"second operand needed for ufunc {name}")
+        x, positions, upd = _at_operands(name, a, indices, b)
+        return reshape_to(update(x, positions, upd), typeof(a).shape)
+
+    return at
+
+
+def _add_at(x: Atom, positions: Atom, upd: Atom) -> Atom:
+    if x.type.dtype.is_bool:  # True + True is True: or
+        return _combined(R.reduce_max, False, x, positions, upd)
+    return X.scatter_add(x, positions, upd, axis=0)
+
+
+def _subtract_at(x: Atom, positions: Atom, upd: Atom) -> Atom:
+    if x.type.dtype.is_bool:
+        raise TypeError("numpy boolean subtract, the `-` operator, is not supported, use the "
+                        "bitwise_xor, the `^` operator, or the logical_xor function instead.")
+    return X.scatter_add(x, positions, E.neg(upd), axis=0)
+
+
+def _multiply_at(x: Atom, positions: Atom, upd: Atom) -> Atom:
+    reduce = R.reduce_min if x.type.dtype.is_bool else R.reduce_prod  # and, for booleans
+    return _combined(reduce, True, x, positions, upd)
+
+
+writer(np.add.at)(_ufunc_at("add", _add_at))
+writer(np.subtract.at)(_ufunc_at("subtract", _subtract_at))
+writer(np.multiply.at)(_ufunc_at("multiply", _multiply_at))
+writer(np.maximum.at)(_ufunc_at("maximum", lambda x, p, u: _combined(
+    R.reduce_max, _lowest(x.type.dtype), x, p, u)))
+writer(np.minimum.at)(_ufunc_at("minimum", lambda x, p, u: _combined(
+    R.reduce_min, _highest(x.type.dtype), x, p, u)))
 
 
 # -- np.take, np.take_along_axis -------------------------------------------------------------

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import UnsupportedError
+from ..ir.builder import as_atom
 from ..ir.core import Atom, Lit, Var
 from ..ir.op import Op
 from ..ir.types import DType, TensorType, bool_, float64, int64, promote_types, result_type
@@ -156,6 +157,12 @@ class _Monoid:
             return _logical(self.logical, self.identity, x, axes)
         return self.arith(x, axes=axes)
 
+    def join(self, x: Atom, y: Atom) -> Atom:
+        """``x + y`` (or ``x * y``); or/and of booleans."""
+        if typeof(x).dtype.is_bool:
+            return (E.or_ if self is _ADD else E.and_)(x, y)
+        return (E.add if self is _ADD else E.mul)(x, y)
+
     def accumulate(self, x: Atom, axis: int, dt: DType) -> Atom:
         """Running totals in ``dt``; boolean ones (or/and) run on 0/1 integers."""
         if dt.is_bool:
@@ -200,54 +207,97 @@ def _mean(x: Any, axes: tuple[int, ...], dt: DType) -> Atom:
 # -- sum, prod, mean, max, min ... ----------------------------------------------------
 
 
-def _total(m: _Monoid, a, axis, dtype, keepdims) -> Atom:
+def _where(a: Any, where: Any) -> Atom | None:
+    """A reduction's ``where=`` as a boolean mask of ``a``'s shape (None for True)."""
+    if where is True:
+        return None
+    return broadcast_to(convert(as_array(where), bool_), typeof(a).shape)
+
+
+def _masked(a: Any, where: Any, fill: Any) -> Atom:
+    """``a`` with ``fill`` where ``where`` is False: what ``where=`` leaves out of a
+    reduction counts as the reduction's identity (or its ``initial``)."""
+    x = strong(as_array(a))
+    mask = _where(x, where)
+    if mask is None:
+        return x
+    return E.select(mask, x, convert(as_atom(fill), typeof(x).dtype))
+
+
+def _total(m: _Monoid, a, axis, dtype, keepdims, initial=_NoValue, where=True) -> Atom:
+    """np.sum/np.prod: the masked-out elements are the identity; ``initial`` joins in."""
     t = typeof(a)
     axes = _reduce_axes(axis, t.ndim)
-    return _restore(m.reduce(a, axes, _acc_dtype(t, dtype)), t, axes, keepdims)
+    dt = _acc_dtype(t, dtype)
+    total = m.reduce(_masked(a, where, int(m.identity)), axes, dt)
+    if initial is not _NoValue:
+        total = m.join(total, convert(as_atom(initial), dt))
+    return _restore(total, t, axes, keepdims)
 
 
 @register(np.sum)
 @method("sum")
 def sum_(a, axis=None, dtype=None, out=None, keepdims=False, initial=_NoValue, where=True):
-    _refuse("sum", out=out, initial=initial, where=where)
-    return _total(_ADD, a, axis, dtype, keepdims)
+    _refuse("sum", out=out)
+    return _total(_ADD, a, axis, dtype, keepdims, initial, where)
 
 
 @register(np.prod)
 @method("prod")
 def prod(a, axis=None, dtype=None, out=None, keepdims=False, initial=_NoValue, where=True):
-    _refuse("prod", out=out, initial=initial, where=where)
-    return _total(_MUL, a, axis, dtype, keepdims)
+    _refuse("prod", out=out)
+    return _total(_MUL, a, axis, dtype, keepdims, initial, where)
 
 
 @register(np.mean)
 @method("mean")
 def mean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=True):
-    _refuse("mean", out=out, where=where)
+    """With ``where=``, the sum of the kept elements over their count (NaN where none
+    are kept), divided in float64 as NumPy divides by the count array."""
+    _refuse("mean", out=out)
     t = typeof(a)
     axes = normalize_axes(axis, t.ndim)
-    return _restore(_mean(a, axes, _float_dtype(t, dtype)), t, axes, keepdims)
+    dt = _float_dtype(t, dtype)
+    mask = _where(a, where)
+    if mask is None:
+        return _restore(_mean(a, axes, dt), t, axes, keepdims)
+    total = convert(_ADD.reduce(_masked(a, mask, 0), axes, dt), float64)
+    count = convert(R.reduce_sum(convert(mask, int64), axes=axes), float64)
+    return _restore(convert(E.div(total, count), dt), t, axes, keepdims)
 
 
-def _extreme(prim: Op, a, axis, keepdims) -> Atom:
-    x = strong(a)
+def _extreme(prim: Op, a, axis, keepdims, initial=_NoValue, where=True) -> Atom:
+    """np.max/np.min: ``initial`` joins the elements (and fills the masked-out ones);
+    NumPy refuses ``where=`` without it, as no value is neutral for all dtypes."""
+    x = strong(as_array(a))
     t = typeof(x)
     axes = _reduce_axes(axis, t.ndim)
-    return _restore(prim(x, axes=axes), t, axes, keepdims)
+    if initial is _NoValue:
+        if where is not True:
+            name = "maximum" if prim is R.reduce_max else "minimum"
+            raise ValueError(f"reduction operation '{name}' does not have an "
+                             "identity, so to use a where mask one has to specify 'initial'")
+        return _restore(prim(x, axes=axes), t, axes, keepdims)
+    start = convert(as_atom(initial), t.dtype)
+    if _extent(t, axes) == 0:
+        return _restore(broadcast_to(start, _dropped(t, axes)), t, axes, keepdims)
+    pair = E.max_ if prim is R.reduce_max else E.min_
+    out = pair(prim(_masked(x, where, start), axes=axes), start)
+    return _restore(out, t, axes, keepdims)
 
 
 @register(np.max, np.amax)
 @method("max")
 def max_(a, axis=None, out=None, keepdims=False, initial=_NoValue, where=True):
-    _refuse("max", out=out, initial=initial, where=where)
-    return _extreme(R.reduce_max, a, axis, keepdims)
+    _refuse("max", out=out)
+    return _extreme(R.reduce_max, a, axis, keepdims, initial, where)
 
 
 @register(np.min, np.amin)
 @method("min")
 def min_(a, axis=None, out=None, keepdims=False, initial=_NoValue, where=True):
-    _refuse("min", out=out, initial=initial, where=where)
-    return _extreme(R.reduce_min, a, axis, keepdims)
+    _refuse("min", out=out)
+    return _extreme(R.reduce_min, a, axis, keepdims, initial, where)
 
 
 @register(np.ptp)
@@ -258,24 +308,25 @@ def ptp(a, axis=None, out=None, keepdims=False):
     return E.sub(hi, lo)
 
 
-def _truth(prim: Op, empty: bool, a, axis, keepdims) -> Atom:
+def _truth(prim: Op, empty: bool, a, axis, keepdims, where=True) -> Atom:
     t = typeof(a)
     axes = _reduce_axes(axis, t.ndim)
-    return _restore(_logical(prim, empty, convert(a, bool_), axes), t, axes, keepdims)
+    x = _masked(convert(a, bool_), where, empty)
+    return _restore(_logical(prim, empty, x, axes), t, axes, keepdims)
 
 
 @register(np.all)
 @method("all")
 def all_(a, axis=None, out=None, keepdims=False, *, where=True):
-    _refuse("all", out=out, where=where)
-    return _truth(R.reduce_min, True, a, axis, keepdims)
+    _refuse("all", out=out)
+    return _truth(R.reduce_min, True, a, axis, keepdims, where)
 
 
 @register(np.any)
 @method("any")
 def any_(a, axis=None, out=None, keepdims=False, *, where=True):
-    _refuse("any", out=out, where=where)
-    return _truth(R.reduce_max, False, a, axis, keepdims)
+    _refuse("any", out=out)
+    return _truth(R.reduce_max, False, a, axis, keepdims, where)
 
 
 #: NumPy before 2.3 counts all of an array's non-zeros into a Python int, later NumPy

@@ -12,8 +12,9 @@ from typing import Any
 import numpy as np
 
 from ..errors import UnsupportedError
-from ..ir.core import Atom
+from ..ir.core import Atom, Var
 from ..ir.types import int64
+from ..ops import control as C
 from ..ops import elementwise as E
 from ..ops import reduce as R
 from ..ops import shape as S
@@ -84,3 +85,34 @@ def searchsorted(a, v, side="left", sorter=None):
     a = broadcast_to(a, grid)
     v = S.broadcast_in_dim(v, shape=grid, dims=tuple(range(len(vshape))))
     return R.reduce_sum(convert(_before(a, v, side), int64), axes=(len(vshape),))
+
+
+@register(np.digitize)
+def digitize(x, bins, right=False):
+    """``searchsorted`` of the bins (reversed for decreasing bins); bins known only at run
+    time get both answers and pick by the direction their ends show, after checking the
+    bins are monotonic as NumPy does."""
+    bins = strong(as_array(bins))
+    if typeof(bins).ndim != 1:
+        raise ValueError("object too deep for desired array")
+    side = "left" if right else "right"
+    n = typeof(bins).size
+    increasing = searchsorted(bins, x, side=side)
+    if n < 2:
+        return increasing
+    reversed_bins = S.rev(bins, dims=(0,))
+    decreasing = E.sub(convert(n, int64), searchsorted(reversed_bins, x, side=side))
+    if not isinstance(bins, Var):
+        steps = np.diff(bins.value)
+        if (steps >= 0).all():
+            return increasing
+        if (steps <= 0).all():
+            return decreasing
+        raise ValueError("bins must be monotonically increasing or decreasing")
+    head = S.slice_(bins, start=(0,), limit=(n - 1,), stride=(1,))
+    tail = S.slice_(bins, start=(1,), limit=(n,), stride=(1,))
+    rises = R.reduce_min(E.le(head, tail), axes=(0,))
+    falls = R.reduce_min(E.ge(head, tail), axes=(0,))
+    C.check(E.or_(rises, falls), exc="ValueError",
+            fmt="bins must be monotonically increasing or decreasing")
+    return E.select(rises, increasing, decreasing)

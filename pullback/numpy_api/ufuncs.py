@@ -34,6 +34,7 @@ from ..ir.types import DType, TensorType, bool_, float32, float64, int32, int64
 from ..ir.types import dtype as as_dtype
 from ..ops import control as C
 from ..ops import elementwise as E
+from ..ops import index as X
 from ..ops import reduce as R
 from .core import (
     CALLABLES,
@@ -401,6 +402,43 @@ def _bitwise(name: str, prim: Kernel) -> Kernel:
     return kernel
 
 
+def _powers_of_two(x: Atom, count: Atom, top: int) -> Atom:
+    """``2 ** count`` in ``x``'s dtype, wrapping as NumPy's integers do (``2 ** (bits -
+    1)`` is the most negative value), read from a table by ``count`` clipped to [0, top]."""
+    bits = x.type.dtype.np.itemsize * 8
+    table = Lit(np.left_shift(np.ones(bits, x.type.dtype.np), np.arange(bits)))
+    k = E.min_(E.max_(count, _lit(0, count)), _lit(top, count))
+    return X.gather(table, convert(k, int64), axis=0)
+
+
+def _count_below(count: Atom, limit: int) -> Atom:
+    """Whether ``0 <= count < limit``: NumPy shifts only by such counts, and treats the
+    others (negative ones included: it compares them as unsigned) as too large."""
+    return E.and_(E.ge(count, _lit(0, count)), E.lt(count, _lit(limit, count)))
+
+
+def _shift_operands(name: str, x: Atom, y: Atom) -> int:
+    _no_floats(name, x, y)
+    _no_int8(name, x)
+    return x.type.dtype.np.itemsize * 8
+
+
+def _left_shift(x: Atom, y: Atom) -> Atom:
+    """``x * 2 ** y`` (wrapping); 0 for counts outside [0, bits)."""
+    bits = _shift_operands("left_shift", x, y)
+    shifted = E.mul(x, convert(_powers_of_two(x, y, bits - 1), x.type.dtype, x.type.weak))
+    return E.select(_count_below(y, bits), shifted, _lit(0, shifted))
+
+
+def _right_shift(x: Atom, y: Atom) -> Atom:
+    """The arithmetic shift ``floor(x / 2 ** y)``; from ``bits - 1`` on (and for negative
+    counts) every bit is the sign bit: 0 or -1."""
+    bits = _shift_operands("right_shift", x, y)
+    divisor = convert(_powers_of_two(x, y, bits - 2), x.type.dtype, x.type.weak)
+    sign = E.select(E.lt(x, _lit(0, x)), _lit(-1, x), _lit(0, x))
+    return E.select(_count_below(y, bits - 1), E.floordiv(x, divisor), sign)
+
+
 # -- NumPy ufuncs ---------------------------------------------------------------------
 
 
@@ -493,6 +531,8 @@ _BINARY: list[tuple[tuple, Kernel, Callable]] = [
     ((np.bitwise_and,), _bitwise("bitwise_and", E.and_), _same),
     ((np.bitwise_or,), _bitwise("bitwise_or", E.or_), _same),
     ((np.bitwise_xor,), _bitwise("bitwise_xor", E.xor), _same),
+    ((np.left_shift,), _left_shift, _same),
+    ((np.right_shift,), _right_shift, _same),
 ]
 
 for _fns, _kernel, _rule in [(f, k, to_float) for f, _, k, _ in _FLOAT_FUNCS] + _NUMERIC_UNARY:
@@ -835,6 +875,27 @@ def _py_bitwise(name: str, prim: Kernel) -> Callable[[Any, Any], Atom]:
     return python
 
 
+def _py_shift(symbol: str, kernel: Kernel) -> Callable[[Any, Any], Atom]:
+    """Python's shifts of ints (held in int64): a negative count is a ValueError, and a
+    left shift past int64 an OverflowError (Python's int would grow)."""
+
+    def python(x: Any, y: Any) -> Atom:
+        a, b = _py_numbers(x, y)
+        if _is("f", a):
+            names = ({"b": "bool", "i": "int", "f": "float"}[typeof(v).dtype.kind]
+                     for v in (x, y))
+            raise TypeError("unsupported operand type(s) for {}: '{}' and '{}'".format(
+                symbol, *names))
+        _forbid(E.lt(b, _lit(0, b)), ValueError, "negative shift count")
+        out = kernel(a, b)
+        if symbol == "<<":
+            _forbid(E.ne(_right_shift(out, b), a), OverflowError,
+                    "the result of << is too large for pullback's int64 Python ints")
+        return out
+
+    return python
+
+
 def _either(numpy: Callable[..., Any], python: Callable[..., Any]) -> Callable[..., Any]:
     """An operator: Python's semantics on Python scalars only, NumPy's otherwise."""
 
@@ -859,6 +920,8 @@ _OPERATORS: dict[tuple[str, ...], tuple[Any, Callable[..., Any]]] = {
     ("and_",): (np.bitwise_and, _py_bitwise("&", E.and_)),
     ("or_",): (np.bitwise_or, _py_bitwise("|", E.or_)),
     ("xor",): (np.bitwise_xor, _py_bitwise("^", E.xor)),
+    ("lshift",): (np.left_shift, _py_shift("<<", _left_shift)),
+    ("rshift",): (np.right_shift, _py_shift(">>", _right_shift)),
 }
 
 for _names, (_np_fn, _python) in _OPERATORS.items():

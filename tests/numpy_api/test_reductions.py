@@ -205,9 +205,9 @@ X4 = np.arange(4.0)
 
 @pytest.mark.parametrize("fn,args,kwargs", [
     (np.sum, (X4,), {"out": np.zeros(())}),
-    (np.sum, (X4,), {"initial": 1.0}),
-    (np.max, (X4,), {"where": X4 > 0, "initial": 0.0}),
-    (np.mean, (X4,), {"where": X4 > 0}),
+    (np.nansum, (X4,), {"initial": 1.0}),
+    (np.nanmax, (X4,), {"where": X4 > 0, "initial": 0.0}),
+    (np.var, (X4,), {"where": X4 > 0}),
     (np.var, (X4,), {"mean": np.zeros(())}),
     (np.average, (X4,), {"returned": True}),
     (np.sort, (X4,), {"order": "f"}),
