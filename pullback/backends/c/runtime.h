@@ -466,28 +466,39 @@ static inline double pb_ndtri(double p) {
     return 1.4142135623730951 * pb_erfcinv_tail_(2.0 * (1.0 - p));
 }
 
-/* exp(-|x|) I0(x) and exp(-|x|) I1(x): the power series (of positive terms) up to |x| =
- * 20, then the asymptotic series (its smallest term there is below 1e-16). */
+/* exp(-|x|) I0(x) and exp(-|x|) I1(x): up to |x| = 20 the power series, whose terms
+ * are all positive, carried in double-double (a term's k roundings would otherwise add
+ * up to 9 ulp); beyond, the asymptotic series (its smallest term there is below 1e-16). */
 static inline double pb_bessel_ie_(double x, int order) {
     double a = fabs(x);
     if (a != a) return a;
     if (a == INFINITY) return 0.0;
-    double sum = 1.0, term = 1.0;
     if (a <= 20.0) {
-        double q = 0.25 * a * a;
-        for (int k = 1; k < 200 && term > 1e-17 * sum; k++) {
-            term *= q / (k * (double)(k + order));
-            sum += term;
+        double qh = 0.25 * a * a, ql = 0.25 * fma(a, a, -a * a); /* (a/2)^2, exactly */
+        double th = 1.0, tl = 0.0, sh = 1.0, sl = 0.0;
+        for (int k = 1; k < 200 && th > 1e-17 * sh; k++) {
+            double d = (double)k * (k + order);
+            double p = th * qh, e = fma(th, qh, -p) + (th * ql + tl * qh); /* t q */
+            double h = p + e, l = e - (h - p);
+            double r = h / d, rest = (fma(-r, d, h) + l) / d; /* / k (k + order) */
+            th = r + rest;
+            tl = rest - (th - r);
+            double s = sh + th, bv = s - sh; /* sum += t */
+            double err = (sh - (s - bv)) + (th - bv) + sl + tl;
+            sh = s + err;
+            sl = err - (sh - s);
         }
-        sum *= exp(-a);
-        return order ? copysign(0.5 * a * sum, x) : sum;
+        double scale = exp(-a);
+        if (!order) return (sh + sl) * scale;
+        double ph = sh * a, pe = fma(sh, a, -ph) + sl * a; /* (a/2) sum, as a double */
+        return copysign(0.5 * (ph + pe) * scale, x);
     }
-    double mu = 4.0 * order * order;
+    double tail = 0.0, term = 1.0, mu = 4.0 * order * order; /* 1 + tail, tail small */
     for (int k = 1; k < 60 && fabs(term) > 1e-20; k++) {
         term *= ((2 * k - 1) * (2 * k - 1) - mu) / (8.0 * k * a);
-        sum += term;
+        tail += term;
     }
-    sum /= sqrt(6.283185307179586 * a);
+    double sum = (1.0 + tail) / sqrt(6.283185307179586 * a);
     return order ? copysign(sum, x) : sum;
 }
 static inline double pb_i0e(double x) { return pb_bessel_ie_(x, 0); }
