@@ -12,6 +12,7 @@ float64, as SciPy's loops do; ``polygamma`` returns float64 as SciPy's does.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from typing import Any
@@ -19,8 +20,9 @@ from typing import Any
 import numpy as np
 import scipy.special as _sc
 
+from ..errors import UnsupportedError
 from ..ir.core import Atom
-from ..ir.types import DType, float64
+from ..ir.types import DType, broadcast_shapes, float64
 from ..ops import ad as AD
 from ..ops import elementwise as E
 from ..ops import shape as S
@@ -31,10 +33,30 @@ from .reductions import max_, sum_
 
 
 def _special(*names: str) -> Callable[[Callable], Callable]:
-    """Register as the mapping of ``scipy.special``'s functions of these names."""
+    """Register as the mapping of ``scipy.special``'s functions of these names (of a
+    ufunc: refusing the ufunc keywords ``out=``, ``where=``, ``dtype=`` ...)."""
     objs = {getattr(_sc, n) for n in names}
     PUBLIC_MODULE.update(dict.fromkeys(objs, "scipy.special"))
-    return register(*objs)
+
+    def deco(fn: Callable) -> Callable:
+        ufunc = all(isinstance(o, np.ufunc) for o in objs)
+        register(*objs)(_without_ufunc_keywords(fn) if ufunc else fn)
+        return fn
+
+    return deco
+
+
+def _without_ufunc_keywords(fn: Callable) -> Callable:
+    @functools.wraps(fn)
+    def mapping(*args: Any, **keywords: Any) -> Any:
+        if keywords:
+            raise UnsupportedError(
+                f"scipy.special.{fn.__name__}: the ufunc keywords "
+                f"{', '.join(sorted(keywords))} are not supported",
+                hint="assign the result (x[...] = f(x)) or convert it (.astype) instead")
+        return fn(*args)
+
+    return mapping
 
 
 def _floats(*xs: Any, dt: DType | None = None) -> list[Atom]:
@@ -284,8 +306,9 @@ def _shifted(a: Atom, axis: Any) -> tuple[Atom, Atom]:
 def logsumexp(a: Any, axis: Any = None, b: Any = None, keepdims: bool = False,
               return_sign: bool = False) -> Any:
     a, *bs = _floats(a) if b is None else _floats(a, b)
-    if bs:
-        a = broadcast_to(a, bs[0].type.shape)
+    if bs:  # the weights' shape, or a's (a 0-d operand stays 0-d in _floats)
+        shape = broadcast_shapes(a.type.shape, bs[0].type.shape)
+        a, bs = broadcast_to(a, shape), [broadcast_to(bs[0], shape)]
     shifted, m = _shifted(a, axis)
     e = E.exp(shifted)
     if bs:

@@ -57,6 +57,11 @@ def test_polygamma_static_order_returns_float64(n, backend):
     np.testing.assert_allclose(got, want, rtol=1e-12)
 
 
+def test_ufunc_keywords_are_refused():
+    with pytest.raises(pb.CompileError, match="ufunc keywords out"):
+        pb.jit(lambda x: sc.expit(x, out=x))(X)
+
+
 def test_polygamma_order_must_be_static():
     with pytest.raises(pb.CompileError, match="order of polygamma"):
         pb.jit(lambda n, x: sc.polygamma(n, x))(np.array(1), POS)
@@ -73,6 +78,14 @@ def test_logsumexp_axis_weights_sign_keepdims(backend):
     np.testing.assert_allclose(g, sc.logsumexp(a, axis=0, keepdims=True), rtol=1e-13)
     g = _run(lambda a: sc.softmax(a, axis=0), backend)(a)
     np.testing.assert_allclose(g, sc.softmax(a, axis=0), rtol=1e-13)
+    g = _run(lambda a: sc.logsumexp(a, b=2.0), backend)(a)  # a 0-d weight
+    np.testing.assert_allclose(g, sc.logsumexp(a, b=2.0), rtol=1e-13)
+    g = _run(lambda b: sc.logsumexp(1.5, b=b, axis=(0, 1)), backend)(np.abs(b))
+    np.testing.assert_allclose(g, sc.logsumexp(1.5, b=np.abs(b), axis=(0, 1)), rtol=1e-13)
+    ints = np.arange(12).reshape(3, 4)
+    g = _run(lambda a: sc.log_softmax(a, axis=1), backend)(ints)
+    assert g.dtype == np.float64
+    np.testing.assert_allclose(g, sc.log_softmax(ints, axis=1), rtol=1e-13)
     # infinities and no weight: SciPy's results, no NaN from inf - inf
     edge = np.array([[-np.inf, -np.inf], [np.inf, 1.0], [1000.0, 1000.0]])
     g = _run(lambda a: sc.logsumexp(a, axis=1), backend)(edge)
