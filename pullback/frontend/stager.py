@@ -20,7 +20,7 @@ from ..ir.builder import current
 from ..ir.core import Atom, Lit
 from ..ir.types import bool_
 from ..numpy_api import ATTRIBUTES, METHODS, OPERATORS
-from ..numpy_api.core import convert
+from ..numpy_api.core import SUBSCRIPTS, convert
 from ..ops import control as C
 from ..ops import elementwise as E
 from ..ops import shape as S
@@ -330,6 +330,8 @@ class Stager(StatementMixin, ControlMixin, CallMixin):
     def getitem(self, obj: Any, idx: Any) -> Any:
         if isinstance(obj, Ref):
             return self.index_array(obj, idx)
+        if has_ref(idx) and id(obj) in SUBSCRIPTS:  # np.r_[a, 0, b], np.c_[...]
+            return lift(SUBSCRIPTS[id(obj)](lower(idx)))
         if has_ref(idx):
             idx = self.static_value(idx, "an index into a Python " + type(obj).__name__) \
                 if isinstance(idx, Ref) else idx

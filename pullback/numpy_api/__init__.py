@@ -8,7 +8,9 @@ from . import (  # noqa: F401
     indexing,
     linalg,
     manip,
+    numerical,
     reductions,
+    selection,
     sorting,
     ufuncs,
 )

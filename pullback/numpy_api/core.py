@@ -13,10 +13,14 @@ Registries, keyed by object identity of what a name resolves to:
 * ``OPERATORS``  — Python operators by ``operator`` module name (``add``, ``matmul``,
   ``neg``, ``getitem`` ...).  Operators keep Python's weak-scalar results; NumPy
   callables return strong NumPy values.
+* ``SUBSCRIPTS`` — NumPy objects indexed to build arrays (``np.r_[a, 0, b]``), keyed by
+  ``id`` (they are module-level singletons), ``fn(items)`` with the index's items.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
 import operator
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -35,16 +39,20 @@ CALLABLES: dict[Any, Callable] = {}
 METHODS: dict[str, Callable] = {}
 ATTRIBUTES: dict[str, Callable] = {}
 OPERATORS: dict[str, Callable] = {}
+SUBSCRIPTS: dict[int, Callable] = {}
 
 
 def register(*objs: Any) -> Callable[[Callable], Callable]:
-    """Register ``fn`` as the mapping of each of ``objs`` (e.g. ``np.max, np.amax``)."""
+    """Register ``fn`` as the mapping of each of ``objs`` (e.g. ``np.max, np.amax``);
+    NumPy's and SciPy's callables see their array-like arguments coerced (``_coercing``)."""
 
     def deco(fn: Callable) -> Callable:
         for obj in objs:
             if obj in CALLABLES:
                 raise ValueError(f"{obj!r} mapped twice")
-            CALLABLES[obj] = fn
+            module = (getattr(obj, "__module__", None) or "").split(".")[0]
+            numpy_like = isinstance(obj, np.ufunc) or module in ("numpy", "scipy")
+            CALLABLES[obj] = _coercing(fn) if numpy_like else fn
         return fn
 
     return deco
@@ -65,7 +73,52 @@ def writer(*objs: Any) -> Callable[[Callable], Callable]:
 def method(*names: str) -> Callable[[Callable], Callable]:
     def deco(fn: Callable) -> Callable:
         for n in names:
-            METHODS[n] = fn
+            METHODS[n] = _coercing(fn)
+        return fn
+
+    return deco
+
+
+#: The names NumPy gives its array_like parameters.  A list or tuple passed for one of
+#: them is an array to NumPy (``np.sum([1, a * a, 2])``, ``np.std([x, y])``), whereas a
+#: sequence parameter (``np.stack(arrays)``, ``np.vstack(tup)``) iterates its items.
+ARRAY_LIKE = frozenset({
+    "a", "A", "arr", "array", "ary", "b", "condition", "fill_value", "m", "mean",
+    "prototype", "sorter", "to_begin", "to_end", "v", "values", "weights", "where", "x",
+    "x1", "x2", "xp", "fp", "y", "p",
+})
+
+
+def _coercing(fn: Callable) -> Callable:
+    """``fn`` with a list or tuple given for an array_like parameter made an array first,
+    as NumPy does; ``fn`` itself if it has no such parameter."""
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return fn
+    named = [p for p in params if p.name in ARRAY_LIKE and p.kind != p.VAR_POSITIONAL
+             and p.kind != p.VAR_KEYWORD]
+    if not named:
+        return fn
+    positions = [params.index(p) for p in named if p.kind != p.KEYWORD_ONLY]
+    names = {p.name for p in named}
+
+    @functools.wraps(fn)
+    def coerced(*args: Any, **kwargs: Any) -> Any:
+        args = tuple(as_array(x) if i in positions and isinstance(x, (list, tuple)) else x
+                     for i, x in enumerate(args))
+        kwargs = {k: as_array(x) if k in names and isinstance(x, (list, tuple)) else x
+                  for k, x in kwargs.items()}
+        return fn(*args, **kwargs)
+
+    return coerced
+
+
+def subscript(obj: Any) -> Callable[[Callable], Callable]:
+    """Register ``fn`` as what ``obj[items]`` means (``np.r_``, ``np.c_``)."""
+
+    def deco(fn: Callable) -> Callable:
+        SUBSCRIPTS[id(obj)] = fn
         return fn
 
     return deco
@@ -162,6 +215,82 @@ def to_float(rt: TensorType) -> DType:
             hint="convert first, e.g. x.astype(np.float32)",
         )
     return float64
+
+
+# -- array coercion ---------------------------------------------------------------------
+
+
+def _leaf(x: Any) -> Atom:
+    """One element of a nested list as NumPy's array coercion sees it: Python scalars
+    take their default dtype (they are not weak here)."""
+    if isinstance(x, (Var, Lit)):
+        return strong(x)
+    if isinstance(x, (bool, int, float, np.generic, np.ndarray)):
+        return Lit(np.asarray(x))
+    raise TypeError(f"cannot make an array of {type(x).__name__} {x!r}")
+
+
+def _has_var(x: Any) -> bool:
+    if isinstance(x, (list, tuple)):
+        return any(_has_var(e) for e in x)
+    return isinstance(x, Var)
+
+
+def _nested(x: Any) -> Any:
+    """Nested lists with every leaf an atom."""
+    if isinstance(x, (list, tuple)):
+        return [_nested(e) for e in x]
+    return _leaf(x)
+
+
+def _leaves(x: Any) -> list[Atom]:
+    if isinstance(x, list):
+        return [a for e in x for a in _leaves(e)]
+    return [x]
+
+
+def _assemble(x: Any, dt: DType) -> Atom:
+    """Stack nested lists of same-shaped atoms along new leading axes."""
+    if not isinstance(x, list):
+        return convert(x, dt)
+    parts = [_assemble(e, dt) for e in x]
+    shapes = {p.type.shape for p in parts}
+    if len(shapes) > 1:
+        raise ValueError(
+            "setting an array element with a sequence. The requested array has an "
+            f"inhomogeneous shape: elements of shapes {sorted(shapes)}"
+        )
+    inner = shapes.pop() if shapes else ()
+    if not parts:
+        return broadcast_to(Lit(np.zeros((), dt.np)), (0, *inner))
+    rows = [S.reshape(p, shape=(1, *inner)) for p in parts]
+    return rows[0] if len(rows) == 1 else S.concatenate(*rows, axis=0)
+
+
+def as_array(obj: Any, dt: DType | None = None, copy: bool | None = True,
+             ndmin: int = 0) -> Atom:
+    """NumPy's array coercion of IR values, constants and nested lists of them."""
+    if not _has_var(obj):  # all constant: coerce now, so static indices stay static
+        if copy is False and isinstance(obj, (list, tuple)):
+            raise ValueError("Unable to avoid copy while creating an array as requested.")
+        return Lit(np.array(static(obj, "a constant"), None if dt is None else dt.np,
+                            ndmin=ndmin))
+    nested = _nested(obj)
+    leaves = _leaves(nested)
+    if dt is None:
+        dt = result_type(*(a.type for a in leaves)).dtype if leaves else float64
+    if copy is False and (isinstance(obj, (list, tuple)) or leaves[0].type.dtype != dt):
+        raise ValueError("Unable to avoid copy while creating an array as requested.")
+    out = _assemble(nested, dt)
+    shape = out.type.shape
+    if len(shape) < ndmin:
+        out = S.reshape(out, shape=(1,) * (ndmin - len(shape)) + shape)
+    return out
+
+
+def operand(x: Any) -> Any:
+    """A function argument as NumPy sees it: lists and tuples are arrays."""
+    return as_array(x) if isinstance(x, (list, tuple)) else x
 
 
 # -- shapes -------------------------------------------------------------------------

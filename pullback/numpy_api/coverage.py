@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from . import ATTRIBUTES, CALLABLES, METHODS, OPERATORS
+from .core import SUBSCRIPTS
 from .optional import PUBLIC_MODULE, load_installed
 
 #: Modules in the order the document lists them (others follow, sorted).
@@ -92,6 +93,8 @@ def render() -> str:
     lines += _section("ndarray methods", [f"`.{n}()`" for n in sorted(METHODS)])
     lines += _section("ndarray attributes", [f"`.{n}`" for n in sorted(ATTRIBUTES)])
     lines += _section("Python operators", [f"`operator.{n}`" for n in sorted(OPERATORS)])
+    lines += _section("Index expressions", sorted(
+        f"`np.{n}[...]`" for n in dir(np) if id(getattr(np, n, None)) in SUBSCRIPTS))
     return "\n".join(lines).rstrip("\n") + "\n"
 
 

@@ -15,21 +15,26 @@ from typing import Any
 
 import numpy as np
 
-from ..ir.core import Atom, Lit, Var
+from ..errors import UnsupportedError
+from ..ir.builder import as_atom
+from ..ir.core import Atom, Lit
 from ..ir.types import DType, broadcast_shapes, dtype, float64, int64, result_type
 from ..ops import elementwise as E
 from ..ops import reduce as R
 from ..ops import shape as S
 from .core import (
+    as_array,
     broadcast_args,
     broadcast_to,
     convert,
     normalize_axis,
+    operand,
     promote,
     register,
     static,
     static_dtype,
-    strong,
+    subscript,
+    typeof,
 )
 
 # -- static arguments -----------------------------------------------------------------
@@ -64,79 +69,6 @@ def _constant(value: Any, shape: tuple[int, ...], dt: DType) -> Atom:
 
 
 # -- np.array / asarray ---------------------------------------------------------------
-
-
-def _leaf(x: Any) -> Atom:
-    """One element of a nested list as NumPy's array coercion sees it: Python scalars
-    take their default dtype (they are not weak here)."""
-    if isinstance(x, (Var, Lit)):
-        return strong(x)
-    if isinstance(x, (bool, int, float, np.generic, np.ndarray)):
-        return Lit(np.asarray(x))
-    raise TypeError(f"cannot make an array of {type(x).__name__} {x!r}")
-
-
-def _has_var(x: Any) -> bool:
-    if isinstance(x, (list, tuple)):
-        return any(_has_var(e) for e in x)
-    return isinstance(x, Var)
-
-
-def _nested(x: Any) -> Any:
-    """Nested lists with every leaf an atom."""
-    if isinstance(x, (list, tuple)):
-        return [_nested(e) for e in x]
-    return _leaf(x)
-
-
-def _leaves(x: Any) -> list[Atom]:
-    if isinstance(x, list):
-        return [a for e in x for a in _leaves(e)]
-    return [x]
-
-
-def _assemble(x: Any, dt: DType) -> Atom:
-    """Stack nested lists of same-shaped atoms along new leading axes."""
-    if not isinstance(x, list):
-        return convert(x, dt)
-    parts = [_assemble(e, dt) for e in x]
-    shapes = {p.type.shape for p in parts}
-    if len(shapes) > 1:
-        raise ValueError(
-            "setting an array element with a sequence. The requested array has an "
-            f"inhomogeneous shape: elements of shapes {sorted(shapes)}"
-        )
-    inner = shapes.pop() if shapes else ()
-    if not parts:
-        return _constant(0, (0, *inner), dt)
-    rows = [S.reshape(p, shape=(1, *inner)) for p in parts]
-    return rows[0] if len(rows) == 1 else S.concatenate(*rows, axis=0)
-
-
-def as_array(obj: Any, dt: DType | None = None, copy: bool | None = True,
-             ndmin: int = 0) -> Atom:
-    """NumPy's array coercion of IR values, constants and nested lists of them."""
-    if not _has_var(obj):  # all constant: coerce now, so static indices stay static
-        if copy is False and isinstance(obj, (list, tuple)):
-            raise ValueError("Unable to avoid copy while creating an array as requested.")
-        return Lit(np.array(static(obj, "a constant"), None if dt is None else dt.np,
-                            ndmin=ndmin))
-    nested = _nested(obj)
-    leaves = _leaves(nested)
-    if dt is None:
-        dt = result_type(*(a.type for a in leaves)).dtype if leaves else float64
-    if copy is False and (isinstance(obj, (list, tuple)) or leaves[0].type.dtype != dt):
-        raise ValueError("Unable to avoid copy while creating an array as requested.")
-    out = _assemble(nested, dt)
-    shape = out.type.shape
-    if len(shape) < ndmin:
-        out = S.reshape(out, shape=(1,) * (ndmin - len(shape)) + shape)
-    return out
-
-
-def operand(x: Any) -> Any:
-    """A function argument as NumPy sees it: lists and tuples are arrays."""
-    return as_array(x) if isinstance(x, (list, tuple)) else x
 
 
 @register(np.array)
@@ -373,6 +305,58 @@ def meshgrid(*xi: Any, copy: bool = True, sparse: bool = False,
         shape = [d if not sparse or j == axis else 1 for j, d in enumerate(sizes)]
         outs.append(S.broadcast_in_dim(flat, shape=tuple(shape), dims=(axis,)))
     return tuple(outs)
+
+
+# -- np.r_ / np.c_ ---------------------------------------------------------------------------
+
+
+def _concatenator(obj: Any, axis: int, ndmin: int, trans1d: int):
+    """``obj[items]`` for NumPy's ``AxisConcatenator`` ``obj``: static slices are ranges
+    (NumPy builds them), other items arrays of at least ``ndmin`` dimensions (the
+    existing ones moved to ``trans1d``), all joined along ``axis`` in the dtype that
+    NumPy's ``result_type`` gives them (scalars count as values, not arrays)."""
+
+    def part(item: Any) -> tuple[Atom, Any]:
+        """An item as an array, and what it contributes to the result's dtype."""
+        if isinstance(item, slice):
+            bounds = slice(*(static(v, "a slice bound in np.r_/np.c_")
+                             for v in (item.start, item.stop, item.step)))
+            a = Lit(obj[bounds])
+            return a, a.type
+        if isinstance(item, str):
+            raise UnsupportedError(f"np.r_/np.c_ directive strings ({item!r}) are not "
+                                   "supported", hint="use np.concatenate or np.stack")
+        if not isinstance(item, (list, tuple)) and typeof(item).ndim == 0:
+            a = as_atom(item)
+            return S.reshape(a, shape=(1,) * ndmin), a.type
+        a = _at_least(as_array(item), ndmin, trans1d)
+        return a, a.type
+
+    def concatenated(items: Any) -> Atom:
+        parts = [part(item) for item in (items if isinstance(items, tuple) else (items,))]
+        rt = result_type(*(t for _, t in parts))
+        atoms = [convert(a, rt.dtype) for a, _ in parts]
+        ax = normalize_axis(axis, atoms[0].type.ndim)
+        return atoms[0] if len(atoms) == 1 else S.concatenate(*atoms, axis=ax)
+
+    return concatenated
+
+
+def _at_least(a: Atom, ndmin: int, trans1d: int) -> Atom:
+    """``np.array(a, ndmin=ndmin)`` with the original axes moved to start at ``trans1d``."""
+    d = a.type.ndim
+    if d >= ndmin:
+        return a
+    a = S.reshape(a, shape=(1,) * (ndmin - d) + a.type.shape)
+    if trans1d == -1:
+        return a
+    k2, k1 = ndmin - d, trans1d + (ndmin - d + 1 if trans1d < 0 else 0)
+    axes = [*range(k1), *range(k2, ndmin), *range(k1, k2)]
+    return S.transpose(a, perm=tuple(axes)) if axes != list(range(ndmin)) else a
+
+
+subscript(np.r_)(_concatenator(np.r_, 0, 1, -1))
+subscript(np.c_)(_concatenator(np.c_, -1, 2, 0))
 
 
 __all__ = [

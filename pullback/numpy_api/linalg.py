@@ -371,6 +371,31 @@ def _einsum_output_labels(out: str | None, labels: list[list[str]], n_bcast: int
     return head + (bcast if tail is not None else []) + (tail or [])
 
 
+def _sublist_subscripts(first: Any, rest: tuple) -> tuple[str, tuple]:
+    """einsum's ``(operand, sublist, ..., [sublistout])`` form as a subscripts string and
+    the operands: label ``k`` is ``A``-``Z`` then ``a``-``z``, as NumPy spells it, so an
+    implicit output is ordered by label number."""
+    args = (first, *rest)
+    out = args[-1] if len(args) % 2 else None
+    pairs = args[:-1] if out is not None else args
+
+    def spelled(sublist: Any) -> str:
+        labels = []
+        for k in sublist:
+            if k is Ellipsis:
+                labels.append("...")
+            elif isinstance(k, (int, np.integer)) and 0 <= k < 52:
+                labels.append(chr(ord("A") + k) if k < 26 else chr(ord("a") + k - 26))
+            else:
+                raise ValueError("subscript is not within the valid range [0, 52)")
+        return "".join(labels)
+
+    subscripts = ",".join(spelled(s) for s in pairs[1::2])
+    if out is not None:
+        subscripts += "->" + spelled(out)
+    return subscripts, pairs[0::2]
+
+
 def _einsum_parse(subscripts: str, shapes: list[tuple]) -> tuple[list[list[str]], list[str]]:
     text = subscripts.replace(" ", "")
     ins, arrow, out = text.partition("->")
@@ -459,8 +484,7 @@ def einsum(subscripts: Any, *operands: Any, out: Any = None, dtype: Any = None,
            order: str = "K", casting: str = "safe", optimize: Any = False) -> Atom:
     _no_out(out)
     if not isinstance(subscripts, str):
-        raise UnsupportedError("einsum's (operand, sublist) form is not supported",
-                               hint="spell the subscripts as a string, e.g. 'ij,jk->ik'")
+        subscripts, operands = _sublist_subscripts(subscripts, operands)
     if not operands:
         raise ValueError("must specify the einstein sum subscripts string and at least one "
                          "operand")

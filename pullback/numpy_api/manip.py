@@ -17,10 +17,13 @@ import numpy as np
 from ..errors import ShapeError, UnsupportedError
 from ..ir.core import Atom, Lit, Var
 from ..ir.types import broadcast_shapes, dtype
+from ..ops import elementwise as E
 from ..ops import index as X
 from ..ops import shape as S
 from .core import (
+    CALLABLES,
     attribute,
+    broadcast_args,
     broadcast_to,
     convert,
     method,
@@ -174,6 +177,23 @@ def moveaxis(a: Any, source: Any, destination: Any) -> Atom:
     return transpose_to(a, perm)
 
 
+@register(np.rollaxis)
+def rollaxis(a: Any, axis: int, start: int = 0) -> Atom:
+    """``axis`` moved to before ``start`` (NumPy's older spelling of ``moveaxis``)."""
+    a = as_array(a)
+    n = a.type.ndim
+    axis = normalize_axis(axis, n)
+    start = int(static(start, "start"))
+    start += n if start < 0 else 0
+    if not 0 <= start < n + 1:
+        raise np.exceptions.AxisError(
+            f"'start' arg requires {-n} <= start < {n + 1}, but {start} was passed in")
+    start -= 1 if axis < start else 0
+    axes = [ax for ax in range(n) if ax != axis]
+    axes.insert(start, axis)
+    return transpose_to(a, axes)
+
+
 @register(np.expand_dims)
 def expand_dims(a: Any, axis: Any) -> Atom:
     a = as_array(a)
@@ -221,10 +241,40 @@ def _join(arrays: Sequence[Atom], axis: int) -> Atom:
     return arrays[0] if len(arrays) == 1 else S.concatenate(*arrays, axis=axis)
 
 
+def _one_array(arrays: Any, dt: Any = None, casting: str = "same_kind") -> Atom | None:
+    """An array given where NumPy expects a sequence of arrays (NumPy iterates its first
+    axis), converted to the joining dtype; None for a sequence."""
+    if not isinstance(arrays, (Var, Lit)):
+        return None
+    if arrays.type.ndim == 0:
+        raise TypeError("iteration over a 0-d array")
+    if arrays.type.shape[0] == 0:
+        raise ValueError("need at least one array to concatenate")
+    return _common_dtype([arrays], dt, casting)[0]
+
+
+def _join_rows(x: Atom, shape: Sequence[int], axis: int) -> Atom:
+    """The rows of ``x``, each reshaped to ``shape``, concatenated along ``axis``: one
+    transpose and reshape, however many rows."""
+    k = x.type.shape[0]
+    rows = reshape_to(x, (k, *shape))
+    perm = (*range(1, axis + 1), 0, *range(axis + 1, len(shape) + 1))
+    joined = list(shape)
+    joined[axis] *= k
+    return reshape_to(transpose_to(rows, perm), joined)
+
+
 @register(np.concatenate)
 def concatenate(arrays: Sequence[Any], axis: int | None = 0, out: None = None, *,
                 dtype: Any = None, casting: str = "same_kind") -> Atom:
     no_out(out)
+    x = _one_array(arrays, dtype, casting)
+    if x is not None:
+        if axis is None:
+            return ravel(x)
+        if x.type.ndim == 1:
+            raise ValueError("zero-dimensional arrays cannot be concatenated")
+        return _join_rows(x, x.type.shape[1:], normalize_axis(axis, x.type.ndim - 1))
     if len(arrays) == 0:
         raise ValueError("need at least one array to concatenate")
     atoms = _common_dtype(arrays, dtype, casting)
@@ -239,6 +289,9 @@ def concatenate(arrays: Sequence[Any], axis: int | None = 0, out: None = None, *
 def stack(arrays: Sequence[Any], axis: int = 0, out: None = None, *, dtype: Any = None,
           casting: str = "same_kind") -> Atom:
     no_out(out)
+    x = _one_array(arrays, dtype, casting)
+    if x is not None:
+        return moveaxis(x, 0, normalize_axis(axis, x.type.ndim))
     if len(arrays) == 0:
         raise ValueError("need at least one array to stack")
     atoms = _common_dtype(arrays, dtype, casting)
@@ -248,15 +301,18 @@ def stack(arrays: Sequence[Any], axis: int = 0, out: None = None, *, dtype: Any 
     return _join([expand_dims(a, axis) for a in atoms], axis)
 
 
-def _at_least(ndim: int, a: Any) -> Atom:
-    """``a`` with NumPy's atleast_{1,2,3}d placement of the missing axes."""
-    a = as_array(a)
-    shape = a.type.shape
+def _at_least_shape(ndim: int, shape: tuple[int, ...]) -> tuple[int, ...]:
+    """NumPy's atleast_{1,2,3}d placement of the missing axes."""
     if len(shape) >= ndim:
-        return a
+        return shape
     if ndim == 3:  # NumPy's choice: (n,) -> (1, n, 1) and (m, n) -> (m, n, 1)
-        return reshape_to(a, {0: (1, 1, 1), 1: (1, *shape, 1), 2: (*shape, 1)}[len(shape)])
-    return reshape_to(a, (1,) * (ndim - len(shape)) + shape)
+        return {0: (1, 1, 1), 1: (1, *shape, 1), 2: (*shape, 1)}[len(shape)]
+    return (1,) * (ndim - len(shape)) + shape
+
+
+def _at_least(ndim: int, a: Any) -> Atom:
+    a = as_array(a)
+    return reshape_to(a, _at_least_shape(ndim, a.type.shape))
 
 
 def _at_least_all(ndim: int, arys: tuple) -> Atom | tuple[Atom, ...]:
@@ -279,25 +335,50 @@ def atleast_3d(*arys: Any) -> Atom | tuple[Atom, ...]:
     return _at_least_all(3, arys)
 
 
+def _stack_rows(tup: Any, ndim: int, axis: int, dt: Any = None,
+                casting: str = "same_kind") -> Atom | None:
+    """``{h,v,d}stack`` of one array: its rows made at least ``ndim``-d and joined along
+    ``axis`` (``hstack`` passes 1 and joins 1-d rows along 0); None for a sequence."""
+    x = _one_array(tup, dt, casting)
+    if x is None:
+        return None
+    shape = _at_least_shape(ndim, x.type.shape[1:])
+    return _join_rows(x, shape, axis if len(shape) > 1 else 0)
+
+
 @register(np.hstack)
 def hstack(tup: Sequence[Any], *, dtype: Any = None, casting: str = "same_kind") -> Atom:
+    joined = _stack_rows(tup, 1, 1, dtype, casting)
+    if joined is not None:
+        return joined
     arrays = [_at_least(1, a) for a in tup]
     axis = 0 if arrays and arrays[0].type.ndim == 1 else 1
     return concatenate(arrays, axis, dtype=dtype, casting=casting)
 
 
-@register(np.vstack)
+@register(np.vstack, np.row_stack)
 def vstack(tup: Sequence[Any], *, dtype: Any = None, casting: str = "same_kind") -> Atom:
+    joined = _stack_rows(tup, 2, 0, dtype, casting)
+    if joined is not None:
+        return joined
     return concatenate([_at_least(2, a) for a in tup], 0, dtype=dtype, casting=casting)
 
 
 @register(np.dstack)
 def dstack(tup: Sequence[Any]) -> Atom:
+    joined = _stack_rows(tup, 3, 2)
+    if joined is not None:
+        return joined
     return concatenate([_at_least(3, a) for a in tup], 2)
 
 
 @register(np.column_stack)
 def column_stack(tup: Sequence[Any]) -> Atom:
+    x = _one_array(tup)
+    if x is not None:
+        row = x.type.shape[1:]
+        return _join_rows(x, row if len(row) >= 2 else (*row, 1) if row else (1, 1), 1)
+
     def column(a: Any) -> Atom:
         a = as_array(a)
         return transpose(_at_least(2, a)) if a.type.ndim < 2 else a
@@ -372,6 +453,13 @@ def vsplit(ary: Any, indices_or_sections: Any) -> list[Atom]:
     if as_array(ary).type.ndim < 2:
         raise ValueError("vsplit only works on arrays of 2 or more dimensions")
     return split(ary, indices_or_sections, 0)
+
+
+@register(np.dsplit)
+def dsplit(ary: Any, indices_or_sections: Any) -> list[Atom]:
+    if as_array(ary).type.ndim < 3:
+        raise ValueError("dsplit only works on arrays of 3 or more dimensions")
+    return split(ary, indices_or_sections, 2)
 
 
 # -- repeating -----------------------------------------------------------------------
@@ -535,9 +623,6 @@ def _pad_constant(a: Atom, widths: np.ndarray, values: Any) -> Atom:
     return a
 
 
-_INDEX_MODES = ("edge", "reflect", "symmetric", "wrap")
-
-
 def _pad_by_index_map(a: Atom, widths: np.ndarray, mode: str, kwargs: dict) -> Atom:
     """Modes that only copy elements: NumPy pads ``arange(n)`` and we gather by the result."""
     for ax in range(a.type.ndim):
@@ -551,6 +636,111 @@ def _pad_by_index_map(a: Atom, widths: np.ndarray, mode: str, kwargs: dict) -> A
     return a
 
 
+def _odd_reflection(a: Atom, ax: int, widths: np.ndarray, include_edge: bool) -> Atom:
+    """``reflect_type='odd'``: NumPy's loop, chunk by chunk, each chunk reflected about
+    the current edge (``2 * edge - chunk``), so wide pads round as NumPy's do."""
+    period = a.type.shape[ax]
+    left, right = (int(w) for w in widths)
+    edge_offset = int(include_edge)
+    two = convert(2, a.type.dtype)
+    while left > 0 or right > 0:
+        n = a.type.shape[ax]
+        if include_edge:
+            old = n // period * period
+        else:
+            old = (n - 1) // (period - 1) * (period - 1)
+        if left > 0:
+            k = min(old, left)
+            chunk = _rev(slice_axis(a, ax, 1 - edge_offset, k + 1 - edge_offset), (ax,))
+            edge = slice_axis(a, ax, 0, 1)
+            a = S.concatenate(E.sub(*broadcast_args(E.mul(two, edge), chunk)), a, axis=ax)
+            left -= k
+        if right > 0:
+            n = a.type.shape[ax]
+            k = min(old, right)
+            chunk = _rev(slice_axis(a, ax, n + edge_offset - 1 - k, n + edge_offset - 1), (ax,))
+            edge = slice_axis(a, ax, n - 1, n)
+            a = S.concatenate(a, E.sub(*broadcast_args(E.mul(two, edge), chunk)), axis=ax)
+            right -= k
+    return a
+
+
+def _pad_reflect(a: Atom, widths: np.ndarray, mode: str, kind: str) -> Atom:
+    if kind not in ("even", "odd"):
+        raise ValueError(f"reflect_type must be 'even' or 'odd', got {kind!r}")
+    if kind == "even":
+        return _pad_by_index_map(a, widths, mode, {})
+    for ax in range(a.type.ndim):
+        if not widths[ax].any():
+            continue
+        if a.type.shape[ax] == 1:  # NumPy's legacy: a singleton axis is edge-padded
+            a = _pad_by_index_map(a, _only_axis(widths, ax), "edge", {})
+        else:
+            a = _odd_reflection(a, ax, widths[ax], mode == "symmetric")
+    return a
+
+
+def _only_axis(widths: np.ndarray, ax: int) -> np.ndarray:
+    out = np.zeros_like(widths)
+    out[ax] = widths[ax]
+    return out
+
+
+def _stat_of(a: Atom, ax: int, start: int, stop: int, mode: str) -> Atom:
+    """The statistic NumPy pads with, over ``a[start:stop]`` along ``ax``, kept 1 long and
+    rounded (half to even) for integer arrays."""
+    stat = {"maximum": np.max, "minimum": np.min, "mean": np.mean, "median": np.median}[mode]
+    value = CALLABLES[stat](slice_axis(a, ax, start, stop), axis=ax, keepdims=True)
+    if a.type.dtype.is_int and value.type.dtype.is_float:
+        value = E.round_(value)
+    return convert(value, a.type.dtype)
+
+
+def _pad_stat(a: Atom, widths: np.ndarray, mode: str, stat_length: Any) -> Atom:
+    lengths = None if stat_length is None else _per_axis_pairs(
+        static(stat_length, "stat_length"), a.type.ndim, "stat_length")
+    for ax in range(a.type.ndim):
+        n = a.type.shape[ax]
+        left_n, right_n = (n, n) if lengths is None else (min(int(v), n) for v in lengths[ax])
+        if (left_n == 0 or right_n == 0) and mode in ("maximum", "minimum"):
+            raise ValueError("stat_length of 0 yields no value for padding")
+        pieces = []
+        for side, count in ((0, left_n), (1, right_n)):
+            width = int(widths[ax, side])
+            if width:
+                stat = _stat_of(a, ax, 0 if side == 0 else n - count, count if side == 0 else n,
+                                mode)
+                shape = list(a.type.shape)
+                shape[ax] = width
+                pieces.append((side, broadcast_to(stat, shape)))
+        parts = [p for side, p in pieces if side == 0] + [a] + [p for side, p in pieces if side]
+        a = parts[0] if len(parts) == 1 else S.concatenate(*parts, axis=ax)
+    return a
+
+
+def _pad_ramp(a: Atom, widths: np.ndarray, end_values: Any) -> Atom:
+    """Each side ``np.linspace(end_value, edge, width, endpoint=False)`` (the right side
+    reversed), as NumPy builds it."""
+    ends = _per_axis_pairs(static(end_values, "end_values"), a.type.ndim, "end_values")
+    for ax in range(a.type.ndim):
+        n = a.type.shape[ax]
+        parts = [a]
+        for side in (0, 1):
+            width = int(widths[ax, side])
+            if not width:
+                continue
+            edge = reshape_to(slice_axis(a, ax, 0 if side == 0 else n - 1, 1 if side == 0 else n),
+                              a.type.shape[:ax] + a.type.shape[ax + 1:])
+            ramp = CALLABLES[np.linspace](Lit(np.asarray(ends[ax, side])), edge, width,
+                                          endpoint=False, dtype=a.type.dtype.np, axis=ax)
+            parts = [ramp, *parts] if side == 0 else [*parts, _rev(ramp, (ax,))]
+        a = parts[0] if len(parts) == 1 else S.concatenate(*parts, axis=ax)
+    return a
+
+
+_STAT_MODES = ("maximum", "minimum", "mean", "median")
+
+
 @register(np.pad)
 def pad(array: Any, pad_width: Any, mode: str = "constant", **kwargs: Any) -> Atom:
     a = as_array(array)
@@ -560,15 +750,28 @@ def pad(array: Any, pad_width: Any, mode: str = "constant", **kwargs: Any) -> At
     widths = _per_axis_pairs(widths, a.type.ndim, "pad_width").astype(np.int64)
     if (widths < 0).any():
         raise ValueError("index can't contain negative values")
+    allowed = {"constant": {"constant_values"}, "reflect": {"reflect_type"},
+               "symmetric": {"reflect_type"}, "linear_ramp": {"end_values"},
+               "edge": set(), "wrap": set(), **{m: {"stat_length"} for m in _STAT_MODES}}
+    if mode not in allowed:
+        raise UnsupportedError(f"np.pad mode={mode!r} is not supported",
+                               hint="supported: " + ", ".join(map(repr, allowed)))
+    if set(kwargs) - allowed[mode]:
+        raise ValueError(f"unsupported keyword arguments for mode '{mode}': "
+                         f"{set(kwargs) - allowed[mode]}")
     if mode == "constant":
         return _pad_constant(a, widths, kwargs.pop("constant_values", 0))
-    if mode in _INDEX_MODES and kwargs.get("reflect_type", "even") == "even":
-        return _pad_by_index_map(a, widths, mode, kwargs)
-    raise UnsupportedError(
-        f"np.pad mode={mode!r} with {kwargs} is not supported",
-        hint="supported: 'constant', 'edge', 'wrap', and 'reflect'/'symmetric' with "
-        "reflect_type='even'",
-    )
+    for ax, n in enumerate(a.type.shape):
+        if n == 0 and widths[ax].any():
+            raise ValueError(f"can't extend empty axis {ax} using modes other than "
+                             "'constant' or 'empty'")
+    if mode in ("reflect", "symmetric"):
+        return _pad_reflect(a, widths, mode, kwargs.get("reflect_type", "even"))
+    if mode in _STAT_MODES:
+        return _pad_stat(a, widths, mode, kwargs.get("stat_length"))
+    if mode == "linear_ramp":
+        return _pad_ramp(a, widths, kwargs.get("end_values", 0))
+    return _pad_by_index_map(a, widths, mode, {})
 
 
 # -- static facts ----------------------------------------------------------------------

@@ -260,9 +260,10 @@ def test_einsum_errors(subscripts, shapes):
     check_raises(ValueError, np.einsum, subscripts, *(arr(s) for s in shapes))
 
 
-def test_einsum_sublist_form_is_unsupported():
-    with pytest.raises(UnsupportedError):
-        check(np.einsum, arr((2, 2)), [0, 1])
+def test_einsum_sublist_form():
+    check(np.einsum, arr((2, 3)), [0, 1])
+    check(np.einsum, arr((2, 3)), [0, 1], arr((3, 4)), [1, 30], [30, 0])
+    check_raises(ValueError, np.einsum, arr((2, 3)), [0, 52])
 
 
 # -- diagonals, trace, triangles --------------------------------------------------------

@@ -376,7 +376,7 @@ def test_pad_errors():
     check_raises(ValueError, np.pad, arr((0,)), 1, "edge")
     check_raises(TypeError, np.pad, arr((3,)), 1.5, mapping=lambda a, w: CALLABLES[np.pad](a, 1.5))
     with pytest.raises(UnsupportedError, match="mode"):
-        stage(CALLABLES[np.pad], (arr((3,)), 1, "mean"), {})
+        stage(CALLABLES[np.pad], (arr((3,)), 1, "empty"), {})
 
 
 # -- static facts --------------------------------------------------------------------------
