@@ -17,8 +17,9 @@ from typing import Any
 import numpy as np
 
 from ..errors import UnsupportedError
+from ..ir.builder import as_atom
 from ..ir.core import Atom, Lit, Var
-from ..ir.types import float64, int64
+from ..ir.types import float64, int64, result_type
 from ..ops import control as C
 from ..ops import elementwise as E
 from ..ops import index as X
@@ -126,16 +127,27 @@ def _uniform_counts(a: Atom, edges: Atom, first: Atom, last: Atom, bins: int,
     return _scattered(bins, index, weight, keep)
 
 
-def _data_range(a: Atom) -> tuple[Atom, Atom]:
-    """The data's minimum and maximum, widened by 0.5 each way when they are equal; NumPy's
-    ValueError when either is not finite."""
-    lo, hi = _reduce_all(R.reduce_min, a), _reduce_all(R.reduce_max, a)
-    if a.type.dtype.is_float:
-        inf = Lit(np.asarray(np.inf, a.type.dtype.np))
-        finite = E.and_(E.lt(E.abs_(lo), inf), E.lt(E.abs_(hi), inf))  # NaN too
-        C.check(finite, lo, hi, exc="ValueError",
-                fmt="autodetected range of [{}, {}] is not finite")
-    dt = a.type.dtype if a.type.dtype.is_float else float64
+def _outer_edges(a: Atom, span: Any) -> tuple[Atom, Atom]:
+    """NumPy's first and last edge at run time: ``range=`` (the minimum and maximum of the
+    data when None), refused when not finite or reversed, widened by 0.5 each way when
+    equal; in the edges' dtype (float64 for integers)."""
+    if span is None:
+        lo, hi = _reduce_all(R.reduce_min, a), _reduce_all(R.reduce_max, a)
+        what = "autodetected"
+    else:
+        lo, hi = (as_atom(v) for v in span)
+        if lo.type.shape != () or hi.type.shape != ():
+            raise ValueError("too many values to unpack (expected 2)")
+        C.check(E.not_(E.gt(*promote(lo, hi)[0])), exc="ValueError",
+                fmt="max must be larger than min in range parameter.")
+        what = "supplied"
+    for edge in (lo, hi):
+        if edge.type.dtype.is_float:
+            inf = Lit(np.asarray(np.inf, edge.type.dtype.np))
+            C.check(E.lt(E.abs_(edge), inf), lo, hi, exc="ValueError",  # NaN fails too
+                    fmt=f"{what} range of [{{}}, {{}}] is not finite")
+    rt = result_type(lo.type, hi.type, a.type)
+    dt = rt.dtype if rt.dtype.is_float else float64
     lo, hi = convert(lo, dt), convert(hi, dt)
     same = E.eq(lo, hi)
     half = Lit(np.asarray(0.5, dt.np))
@@ -159,6 +171,10 @@ def _edge_counts(a: Atom, edges: Atom, weight: Atom | None) -> Atom:
         cum = R.reduce_sum(E.select(below, w, Lit(np.float64(0))), axes=(1,))
     return E.sub(S.slice_(cum, start=(1,), limit=(n,), stride=(1,)),
                  S.slice_(cum, start=(0,), limit=(n - 1,), stride=(1,)))
+
+
+def _has_var(x: Any) -> bool:
+    return isinstance(x, Var) or isinstance(x, (list, tuple)) and any(map(_has_var, x))
 
 
 def _check_increasing(edges: Atom) -> None:
@@ -192,13 +208,13 @@ def histogram(a: Any, bins: Any = 10, range: Any = None, density: Any = None,  #
         n = operator.index(static(bins, "bins"))
         if n < 1:
             raise ValueError("`bins` must be positive, when an integer")
-        span = static(range, "range")
-        if span is not None or a.type.size == 0:
+        if not _has_var(range) and (range is not None or a.type.size == 0):
+            span = static(range, "range")
             edges_np = np.histogram_bin_edges(np.zeros(0, a.type.dtype.np), n, span)
             edges = Lit(edges_np)
             first, last = Lit(edges_np[0]), Lit(edges_np[-1])
         else:
-            first, last = _data_range(a)
+            first, last = _outer_edges(a, range)
             edges = CALLABLES[np.linspace](first, last, n + 1)
             rise = E.lt(S.slice_(edges, start=(0,), limit=(n,), stride=(1,)),
                         S.slice_(edges, start=(1,), limit=(n + 1,), stride=(1,)))
@@ -206,9 +222,7 @@ def histogram(a: Any, bins: Any = 10, range: Any = None, density: Any = None,  #
                     fmt=f"Too many bins for data range. Cannot create {n} finite-sized bins.")
         counts = _uniform_counts(a, edges, first, last, n, w)
     else:
-        if range is not None:
-            static(range, "range")
-        edges = strong(as_array(bins))
+        edges = strong(as_array(bins))  # (range= is not used with edges)
         if edges.type.ndim != 1:
             raise ValueError("`bins` must be 1d, when an array")
         _check_increasing(edges)

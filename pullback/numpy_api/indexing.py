@@ -20,11 +20,13 @@ import numpy as np
 from ..errors import ShapeError, UnsupportedError, users_call
 from ..ir.core import Atom, Lit, Var
 from ..ir.types import bool_, broadcast_shapes, int64
+from ..ops import ad as D
 from ..ops import control as C
 from ..ops import elementwise as E
 from ..ops import index as X
 from ..ops import reduce as R
 from ..ops import shape as S
+from ..ops import sort as O
 from .core import (
     broadcast_to,
     convert,
@@ -572,13 +574,13 @@ def copyto(dst: Any, src: Any, casting: str = "same_kind", where: Any = True) ->
 
 # -- np.add.at and friends: unbuffered updates, repeated indices all applied ------------------
 #
-# ``add`` and ``subtract`` are one ``scatter_add``.  ``multiply``, ``maximum`` and
-# ``minimum`` combine each element of ``a`` with every update aimed at it in one reduction:
-# a matrix with a row per element of ``a``, holding the element and, for each update, the
-# update where it is aimed at that element and the reduction's identity elsewhere.  Its
-# derivatives are the reduction's: a maximum's cotangent is split evenly among the
-# element and the updates equal to it (as np.max's); a product's is exact at zeros.
-# The matrix costs ``a.size * (updates + 1)`` elements.
+# ``add`` and ``subtract`` are one ``scatter_add``.  ``maximum`` and ``minimum`` sort the
+# updates by position and value, so that the last update to each position (which a
+# ``scatter`` keeps) is its extreme one; their derivative splits each result's cotangent
+# evenly among the element and the updates equal to it (np.max's convention at ties).
+# ``multiply`` combines each element with every update aimed at it in one product over a
+# matrix with a row per element of ``a`` (the update where it is aimed there, 1
+# elsewhere): exact at zeros, but ``a.size * (updates + 1)`` elements large.
 
 
 def _at_operands(name: str, a: Any, indices: Any, b: Any) -> tuple[Atom, Atom, Atom]:
@@ -598,25 +600,57 @@ def _at_operands(name: str, a: Any, indices: Any, b: Any) -> tuple[Atom, Atom, A
     return _flat(a), _flat(positions), _flat(upd)
 
 
-def _combined(reduce, fill: Any, a: Atom, positions: Atom, upd: Atom) -> Atom:
-    """Each element of ``a`` reduced with the updates aimed at it (see above)."""
-    n, m = a.type.size, upd.type.size
+def _multiplied(x: Atom, positions: Atom, upd: Atom) -> Atom:
+    """Each element of ``x`` times the updates aimed at it (and of booleans: and)."""
+    n, m = x.type.size, upd.type.size
     if m == 0:
-        return a
+        return x
     aimed = E.eq(S.broadcast_in_dim(positions, shape=(n, m), dims=(1,)),
                  S.iota(shape=(n, m), dim=0, dtype=int64))
     rows = E.select(aimed, S.broadcast_in_dim(upd, shape=(n, m), dims=(1,)),
-                    convert(fill, a.type.dtype))
-    table = S.concatenate(reshape_to(a, (n, 1)), rows, axis=1)
-    return reduce(table, axes=(1,))
+                    convert(1, x.type.dtype))
+    table = S.concatenate(reshape_to(x, (n, 1)), rows, axis=1)
+    return (R.reduce_min if x.type.dtype.is_bool else R.reduce_prod)(table, axes=(1,))
 
 
-def _lowest(dt) -> Any:
-    return False if dt.is_bool else -np.inf if dt.is_float else np.iinfo(dt.np).min
+def _extreme_value(x: Atom, positions: Atom, upd: Atom, largest: bool) -> Atom:
+    """np.maximum.at's (``largest``) or np.minimum.at's result, NaN propagating: the
+    updates sorted by position, then by value (NaN last), and the last of each position
+    scattered, is the extreme update of each position."""
+    key = upd
+    if not largest:  # an order-reversing key: NaN stays last, integers do not overflow
+        key = E.neg(upd) if upd.type.dtype.is_float else E.not_(upd)
+    ordered_positions, _, ordered = O.sort(positions, key, upd, axis=0, num_keys=2,
+                                           descending=False)
+    extreme = X.scatter(x, ordered_positions, ordered, axis=0)
+    return (E.max_ if largest else E.min_)(x, extreme)
 
 
-def _highest(dt) -> Any:
-    return True if dt.is_bool else np.inf if dt.is_float else np.iinfo(dt.np).max
+def _unmoved(v: Atom) -> Atom:
+    """Zero, with ``v``'s derivative where ``v`` is finite."""
+    finite = E.lt(E.abs_(v), convert(np.inf, v.type.dtype))
+    return E.select(finite, E.sub(v, D.stop_gradient(v)), convert(0, v.type.dtype))
+
+
+def _extreme_at(largest: bool):
+    def update(x: Atom, positions: Atom, upd: Atom) -> Atom:
+        if upd.type.size == 0:
+            return x
+        out = D.stop_gradient(_extreme_value(x, positions, upd, largest))
+        if not x.type.dtype.is_float:
+            return out
+        zero = S.broadcast_in_dim(convert(0, x.type.dtype), shape=x.type.shape, dims=())
+        tied, tied_updates = E.eq(x, out), E.eq(upd, X.gather(out, positions, axis=0))
+        count = E.add(convert(tied, x.type.dtype),
+                      X.scatter_add(zero, positions, convert(tied_updates, x.type.dtype),
+                                    axis=0))
+        moved = E.add(E.select(tied, _unmoved(x), zero),
+                      X.scatter_add(zero, positions, E.select(
+                          tied_updates, _unmoved(upd), convert(0, x.type.dtype)), axis=0))
+        share = E.div(moved, E.max_(count, convert(1, x.type.dtype)))
+        return E.add(out, share)  # out + 0: the derivative shared among the ties
+
+    return update
 
 
 def _ufunc_at(name: str, update):
@@ -631,7 +665,7 @@ def _ufunc_at(name: str, update):
 
 def _add_at(x: Atom, positions: Atom, upd: Atom) -> Atom:
     if x.type.dtype.is_bool:  # True + True is True: or
-        return _combined(R.reduce_max, False, x, positions, upd)
+        return _extreme_at(largest=True)(x, positions, upd)
     return X.scatter_add(x, positions, upd, axis=0)
 
 
@@ -642,18 +676,11 @@ def _subtract_at(x: Atom, positions: Atom, upd: Atom) -> Atom:
     return X.scatter_add(x, positions, E.neg(upd), axis=0)
 
 
-def _multiply_at(x: Atom, positions: Atom, upd: Atom) -> Atom:
-    reduce = R.reduce_min if x.type.dtype.is_bool else R.reduce_prod  # and, for booleans
-    return _combined(reduce, True, x, positions, upd)
-
-
 writer(np.add.at)(_ufunc_at("add", _add_at))
 writer(np.subtract.at)(_ufunc_at("subtract", _subtract_at))
-writer(np.multiply.at)(_ufunc_at("multiply", _multiply_at))
-writer(np.maximum.at)(_ufunc_at("maximum", lambda x, p, u: _combined(
-    R.reduce_max, _lowest(x.type.dtype), x, p, u)))
-writer(np.minimum.at)(_ufunc_at("minimum", lambda x, p, u: _combined(
-    R.reduce_min, _highest(x.type.dtype), x, p, u)))
+writer(np.multiply.at)(_ufunc_at("multiply", _multiplied))
+writer(np.maximum.at)(_ufunc_at("maximum", _extreme_at(largest=True)))
+writer(np.minimum.at)(_ufunc_at("minimum", _extreme_at(largest=False)))
 
 
 # -- np.take, np.take_along_axis -------------------------------------------------------------

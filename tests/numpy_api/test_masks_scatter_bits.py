@@ -364,6 +364,20 @@ def test_ufunc_at_values():
     run_both(rows, np.arange(12.0).reshape(4, 3), np.array([3, 3, 0]), np.array([1.0, 2, 3]))
 
 
+def test_ufunc_at_on_booleans():
+    def at(a, i, b):
+        outs = []
+        for ufunc in (np.add, np.multiply, np.maximum, np.minimum):
+            y = a.copy()
+            ufunc.at(y, i, b)
+            outs.append(y)
+        return tuple(outs)
+
+    a = np.array([True, False, True, False])
+    run_both(at, a, np.array([1, 1, 2, 3, 3]), np.array([True, False, False, False, True]))
+    run_both(at, a, np.array([0, 1]), True)
+
+
 def test_ufunc_at_refusals():
     def floats_into_ints(a, b):
         np.add.at(a, [0, 0], b)
@@ -467,6 +481,19 @@ def test_histogram(dt):
         return np.sum(counts * np.arange(3.0)) + np.sum(edges)
 
     derivatives_agree(loss, w, a.astype(np.float64))
+
+
+@pytest.mark.parametrize("dt", [np.float64, np.float32, np.int32])
+def test_histogram_range_known_at_run_time(dt):
+    a = np.array([0.5, 2.25, -1.0, 3.0, 3.0, 7.5, -4.0, 1.0, 2.0, 0.0]).astype(dt)
+
+    def hist(a, lo, hi):
+        return np.histogram(a, bins=4, range=(lo, hi)), np.histogram(a, 3, (lo, 2.0))
+
+    run_both(hist, a, -1.5, 2.5)
+    run_both(hist, a, 2.0, 2.0)  # widened by 0.5 each way
+    raises_both(ValueError, "max must be larger than min", hist, a, 3.0, 1.0)
+    raises_both(ValueError, "supplied range of", hist, a, -np.inf, 1.0)
 
 
 def test_histogram_edges_follow_the_data_in_derivatives():
