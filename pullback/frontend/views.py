@@ -25,9 +25,11 @@ from .values import Ref, View
 VIEW_METHODS = {"transpose", "swapaxes", "reshape", "ravel", "squeeze"}
 VIEW_FUNCTIONS = {np.transpose: "transpose", np.swapaxes: "swapaxes", np.reshape: "reshape",
                   np.ravel: "ravel", np.squeeze: "squeeze", np.expand_dims: "expand_dims",
-                  np.moveaxis: "moveaxis"}
+                  np.moveaxis: "moveaxis", np.rollaxis: "rollaxis"}
+#: NumPy functions whose results are a list of views of their first argument.
+_SPLITS = {np.split, np.array_split, np.hsplit, np.vsplit, np.dsplit}
 _LAYOUT_DEPENDENT = {"reshape", "ravel"}
-_READ_ONLY = {np.broadcast_to, np.diagonal}
+_READ_ONLY = {np.broadcast_to, np.diagonal, np.imag}  # imag: a real array's zeros
 _READ_ONLY_METHODS = {"diagonal"}
 
 
@@ -64,9 +66,9 @@ def _scatter_back(shape: tuple[int, ...], native: Callable[[np.ndarray], np.ndar
     positions = positions.ravel()
     flat = Lit(positions.astype(np.int64))
 
-    def bwd(base: Atom, new: Atom) -> Atom:
-        n = positions.size
-        out = OPERATORS["setitem"](reshape_to(base, (n,)), flat, reshape_to(new, (n,)))
+    def bwd(base: Atom, new: Atom) -> Atom:  # (a split's piece holds fewer elements)
+        whole = reshape_to(base, (int(np.prod(shape)),))
+        out = OPERATORS["setitem"](whole, flat, reshape_to(new, (positions.size,)))
         return reshape_to(out, shape)
 
     return bwd
@@ -92,6 +94,10 @@ def view_call(ref: Ref, name: str, mapping: Callable, args: list, kwargs: dict,
 
 
 def view_attribute(stager: Any, ref: Ref, name: str) -> Ref | None:
+    if name == "real" and ref.kind == "array":  # a real array's real part is itself
+        return ref
+    if name == "imag":
+        return read_only(Ref(ATTRIBUTES["imag"](ref.get())))
     if name != "T":
         return None
     if ref.kind != "array" or len(ref.type.shape) < 2:
@@ -118,10 +124,25 @@ def call_view_function(fn: Any, args: list, kwargs: dict) -> Ref | None:
                          lambda a: fn(a, *rest, **kwargs))
     if fn in _READ_ONLY:
         return read_only(Ref(CALLABLES[fn](*lower(args), **lower(kwargs))))
-    if fn in (np.asarray, np.asanyarray) and len(args) == 1 and not kwargs \
+    if fn in _SPLITS and args[0].kind == "array" and not (has_ref(args[1:]) or has_ref(kwargs)):
+        return _split_views(fn, args[0], args[1:], kwargs)
+    if fn in (np.asarray, np.asanyarray, np.real) and len(args) == 1 and not kwargs \
             and args[0].kind == "array":
         return args[0]
     return None
+
+
+def _split_views(fn: Any, ref: Ref, rest: list, kwargs: dict) -> list[Ref]:
+    """The pieces of ``np.split`` and its kin, each a view written back through the
+    positions NumPy's own split of ``arange`` gives it."""
+    count = len(CALLABLES[fn](ref.get(), *rest, **kwargs))
+
+    def piece(i: int) -> Ref:
+        native = lambda a: fn(a, *rest, **kwargs)[i]  # noqa: E731
+        return View(ref, lambda b: CALLABLES[fn](b, *rest, **kwargs)[i],
+                    _scatter_back(ref.type.shape, native), native=native)
+
+    return [piece(i) for i in range(count)]
 
 
 def read_only(ref: Ref) -> Ref:

@@ -468,3 +468,49 @@ def test_pad_refusals():
         pb.jit(lambda a: np.pad(a, 1, mode="edge", stat_length=1))(x)
     with pytest.raises(pb.UnsupportedError, match="not supported"):
         pb.jit(lambda a: np.pad(a, 1, mode="empty"))(x)
+
+
+def _write_split(x):
+    a, b = np.split(x, 2)
+    a[0] = 9.0
+    b += 1.0
+    return x
+
+
+def _write_dsplit(x):
+    pieces = np.dsplit(x, [1])
+    pieces[1][0, 0, 0] = -3.0
+    return x * 1
+
+
+def _write_rolled(x):
+    y = np.rollaxis(x, 2)
+    y[1] = 4.0
+    return x
+
+
+def _write_real(x):
+    x.real[0] = 5.0
+    np.real(x)[1] = 7.0
+    return x * 1
+
+
+@pytest.mark.parametrize("f,shape", [(_write_split, (4,)), (_write_dsplit, (2, 2, 3)),
+                                     (_write_rolled, (2, 2, 3)), (_write_real, (3,))])
+def test_writes_through_views_reach_the_base(f, shape):
+    """np.split's pieces, np.rollaxis and a real array's .real are views, as in NumPy."""
+    x = arr(*shape)
+    for backend in BACKENDS:
+        mine, theirs = x.copy(), x.copy()
+        np.testing.assert_array_equal(pb.jit(f, backend=backend)(mine), f(theirs))
+        np.testing.assert_array_equal(mine, theirs)
+
+
+def test_imag_of_a_real_array_is_read_only():
+    def write(x):
+        x.imag[0] = 1.0
+        return x
+
+    for backend in BACKENDS:
+        with pytest.raises(ValueError, match="read-only"):
+            pb.jit(write, backend=backend)(arr(3))
