@@ -22,6 +22,7 @@ from ..ops import reduce as R
 from ..ops import shape as S
 from ..ops import spectral as Sp
 from .core import broadcast_to, convert, is_dynamic, register, shape_of, strong, typeof
+from .indexing import take_along_axis
 from .linalg import (
     _arrays,
     _linalg_dtype,
@@ -33,6 +34,7 @@ from .linalg import (
     _swap_last,
     norm,
 )
+from .sorting import argsort, sort
 
 _LinAlgError = np.linalg.LinAlgError
 _EighResult = type(np.linalg.eigh(np.eye(1)))
@@ -87,19 +89,37 @@ def eigvalsh(a: Any, UPLO: str = "L") -> Atom:
     return w
 
 
-def _no_hermitian(hermitian: Any, what: str) -> None:
-    if _static(hermitian, f"{what}: hermitian"):
-        raise UnsupportedError(f"np.linalg.{what} with hermitian=True is not supported",
-                               hint="leave hermitian=False (the general SVD gives the same "
-                                    "values), or use np.linalg.eigh")
+def _reversed_last(x: Atom) -> Atom:
+    return S.rev(x, dims=(len(shape_of(x)) - 1,))
+
+
+def _hermitian_svd(a: Atom, compute_uv: bool) -> Any:
+    """NumPy's SVD of a symmetric matrix from its eigendecomposition: the singular values
+    are the eigenvalues' magnitudes, in the reverse of their ascending (stable) order,
+    the signs moved into Vh."""
+    if not compute_uv:
+        (w,) = Sp.eigh(a, lower=True, vectors=False)
+        return _reversed_last(sort(E.abs_(w)))
+    w, u = Sp.eigh(a, lower=True, vectors=True)
+    order = _reversed_last(argsort(E.abs_(w)))
+    s = take_along_axis(E.abs_(w), order)
+    signs = take_along_axis(E.sign(w), order)
+    nd = len(shape_of(u))
+    u = take_along_axis(u, S.broadcast_in_dim(order, shape=shape_of(u),
+                                              dims=(*range(nd - 2), nd - 1)))
+    vh = _swap_last(E.mul(u, S.broadcast_in_dim(signs, shape=shape_of(u),
+                                                dims=(*range(nd - 2), nd - 1))))
+    return _SVDResult(u, s, vh)
 
 
 @register(np.linalg.svd)
 def svd(a: Any, full_matrices: bool = True, compute_uv: bool = True,
         hermitian: bool = False) -> Any:
-    _no_hermitian(hermitian, "svd")
     a = _stacked(a)
-    if not _static(compute_uv, "svd: compute_uv"):
+    compute_uv = bool(_static(compute_uv, "svd: compute_uv"))
+    if _static(hermitian, "svd: hermitian"):
+        return _hermitian_svd(_square(a), compute_uv)
+    if not compute_uv:
         return _singular_values(a)
     u, s, vh = Sp.svd(a, full_matrices=bool(_static(full_matrices, "svd: full_matrices")),
                       compute_uv=True)
@@ -155,7 +175,6 @@ def _pinv_from_svd(u: Atom, s: Atom, vh: Atom, large: Atom) -> Atom:
 
 @register(np.linalg.pinv)
 def pinv(a: Any, rcond: Any = None, hermitian: bool = False, *, rtol: Any = np._NoValue) -> Atom:
-    _no_hermitian(hermitian, "pinv")
     a = _stacked(a)
     shape, dt = shape_of(a), typeof(a).dtype
     if rcond is None:
@@ -165,7 +184,7 @@ def pinv(a: Any, rcond: Any = None, hermitian: bool = False, *, rtol: Any = np._
         raise ValueError("`rtol` and `rcond` can't be both set.")
     if min(shape[-2:]) == 0:
         return broadcast_to(_const(0, dt), (*shape[:-2], shape[-1], shape[-2]))
-    u, s, vh = Sp.svd(a, full_matrices=False, compute_uv=True)
+    u, s, vh = svd(a, full_matrices=False, hermitian=hermitian)
     rc = broadcast_to(convert(strong(rcond), dt), shape[:-2])
     return _pinv_from_svd(u, s, vh, _above_cutoff(s, rc))
 
