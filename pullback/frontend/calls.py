@@ -25,6 +25,14 @@ from ..numpy_api.stateful_random import refuse_hidden_state
 from ..ops import control as C
 from ..ops import elementwise as E
 from ..tree import tree_flatten, tree_unflatten
+from .control import Choice
+from .idioms import (
+    NAMEDTUPLE_REPLACE,
+    SPECIAL,
+    instance_handler,
+    namedtuple_replace,
+    sort_list,
+)
 from .iteration import Counted, enumerate_counted, range_counted, reversed_counted, zip_counted
 from .lowering import concrete, has_ref, lift, lower
 from .regions import Bottom
@@ -156,13 +164,18 @@ class CallMixin:
             return self.call(fn.func, [*fn.args, *args], {**fn.keywords, **kwargs}, node)
         if isinstance(fn, Ref):
             raise TypeError("'numpy.ndarray' object is not callable")
+        if isinstance(fn, Choice):  # a callee chosen at run time: a cond over the calls
+            return self.branch_value(fn.pred.get(), lambda: self.call(fn.then, args, kwargs),
+                                     lambda: self.call(fn.orelse, args, kwargs))
         try:
-            special = _SPECIAL.get(fn)
+            special = _SPECIAL.get(fn) or instance_handler(fn)
             mapping = CALLABLES.get(fn) or optional_mapping(fn)
         except TypeError:  # unhashable callables
             special = mapping = None
         if special is not None:
-            return special(self, *args, **kwargs)
+            out = special(self, *args, **kwargs)
+            if out is not NotImplemented:  # (else the NumPy mapping's case)
+                return out
         dynamic = has_ref(args) or has_ref(kwargs)
         if mapping is not None:
             if fn in WRITES_FIRST:  # np.copyto(dst, ...), np.add.at(a, ...): dst is written
@@ -176,6 +189,8 @@ class CallMixin:
             kind = "array" if fn in _ARRAY_MAKERS else None
             return lift(mapping(*lower(args), **lower(kwargs)), kind)
         if isinstance(fn, types.MethodType) and isinstance(fn.__func__, types.FunctionType):
+            if fn.__func__.__code__ is NAMEDTUPLE_REPLACE:  # its _make has no source
+                return namedtuple_replace(self, fn.__self__, *args, **kwargs)
             return self.call(fn.__func__, [fn.__self__, *args], kwargs, node)
         if isinstance(fn, type):
             return self.construct(fn, args, kwargs)
@@ -194,6 +209,8 @@ class CallMixin:
                 self.check_mutable(owner, f".{fn.__name__}()")
             if fn.__name__ in ("index", "count", "remove") and dynamic:
                 raise UnsupportedError(f"list.{fn.__name__} compares arrays elementwise")
+            if fn.__name__ == "sort" and isinstance(owner, list):
+                return sort_list(self, owner, *args, **kwargs)
             return self.adopt(users_call(fn, *args, **kwargs))
         user_call = inspect.getattr_static(type(fn), "__call__", None)
         if isinstance(user_call, types.FunctionType):
@@ -711,13 +728,6 @@ def _refuse(what: str, hint: str):
     return fn
 
 
-def _sorted(st, it, key=None, reverse=False):
-    items = st.unroll(it, None)
-    if has_ref(items) or key is not None:
-        raise UnsupportedError("sorted() of run-time values", hint="use np.sort")
-    return st.new(sorted(items, reverse=reverse))
-
-
 _SPECIAL = {
     print: _print, len: _len, range: _range, zip: _zip, enumerate: _enumerate,
     reversed: _reversed, isinstance: _isinstance, type: _type, int: _scalar("int"),
@@ -727,7 +737,7 @@ _SPECIAL = {
     next: _refuse("next", "use a for loop"), super: _refuse("super", "call the base class "
                                                             "method explicitly"),
     id: _refuse("id", "arrays have no identity at compile time"),
-    hash: _refuse("hash", "arrays are unhashable"), sorted: _sorted,
+    hash: _refuse("hash", "arrays are unhashable"), **SPECIAL,
 }
 
 #: NumPy calls whose 0-d results are arrays, not NumPy scalars.

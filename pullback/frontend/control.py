@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from ..errors import CompileError, ShapeError
 from ..ir.builder import current
 from ..ir.core import Atom, Eqn, Lit, Var
@@ -47,6 +49,32 @@ def _atom_of(end: End, leaf: Any) -> Atom:
 
 def _leaf_type(leaf: Any):
     return leaf.raw().type if isinstance(leaf, Ref) else type_of_value(leaf)
+
+
+class Choice:
+    """A callable that a run-time condition picks (``f = g if x < 0 else h``): calling
+    it stages both calls under a ``cond`` on the condition."""
+
+    def __init__(self, pred: Ref, then: Any, orelse: Any):
+        self.pred, self.then, self.orelse = pred, then, orelse
+
+
+def _callee(x: Any) -> bool:
+    return isinstance(x, Choice) or (callable(x) and not isinstance(x, Ref))
+
+
+def _export_choice(x: Any, at: int, ends: list[End], slots: list[Slot]) -> Callable:
+    """How to rebuild the callee ``x`` that region ``ends[at]`` left, after the ``cond``:
+    a choice made inside the region has its condition carried out as a slot."""
+    if not isinstance(x, Choice):
+        return lambda made: x
+    then, orelse = (_export_choice(c, at, ends, slots) for c in (x.then, x.orelse))
+    if all(x.pred.serial < e.start for e in ends):
+        return lambda made: Choice(x.pred, then(made), orelse(made))
+    k = len(slots)
+    slots.append(Slot(x.pred.raw().type, "scalar",
+                      [x.pred.raw() if i == at else Lit(np.False_) for i in range(len(ends))]))
+    return lambda made: Choice(made[k], then(made), orelse(made))
 
 
 class ControlMixin:
@@ -102,8 +130,9 @@ class ControlMixin:
                 filler = _placeholder(known[0])
                 vals = [filler if u else v for v, u in zip(vals, unset, strict=True)]
             merged[name] = vals
+        choice = Ref(pred) if len(live) == 2 else None  # (live: the then end first)
         for name, vals in merged.items():
-            rebuild.append(self._merge_var(name, vals, live, slots))
+            rebuild.append(self._merge_var(name, vals, live, slots, choice))
         writes = {r for e in live for r in e.writes}
         ref_slots = []
         for r in sorted(writes, key=lambda r: r.serial):
@@ -124,7 +153,8 @@ class ControlMixin:
             made[k] = Ref(outs[k], s.kind)
             made[k].entangle(s.aliases)
         for name, td, plan, end in rebuild:
-            leaves = [made[p] if isinstance(p, int) else p[0] for p in plan]
+            leaves = [made[p] if isinstance(p, int) else p[0] if isinstance(p, tuple) else
+                      p(made) for p in plan]
             self.frame.vars[name] = tree_unflatten(td, leaves)
             if name in end.where:
                 self.frame.where[name] = end.where[name]
@@ -154,8 +184,8 @@ class ControlMixin:
             self.frame.vars[DEAD] = True
             return CAUGHT
 
-    def _merge_var(self, name: str, vals: list[Any], ends: list[End],
-                   slots: list[Slot]) -> tuple[str, Any, list, End]:
+    def _merge_var(self, name: str, vals: list[Any], ends: list[End], slots: list[Slot],
+                   choice: Ref | None) -> tuple[str, Any, list, End]:
         flat = [tree_flatten(v) for v in vals]
         td = flat[0][1]
         for (_, t), v in zip(flat[1:], vals[1:], strict=True):
@@ -171,6 +201,10 @@ class ControlMixin:
                 same = False  # made inside the branch: its IR value does not exist outside
             if same:
                 plan.append((v,))
+                continue
+            if choice is not None and all(_callee(x) for x in leaves):
+                parts = [_export_choice(x, k, ends, slots) for k, x in enumerate(leaves)]
+                plan.append(lambda made, parts=parts: Choice(choice, *(p(made) for p in parts)))
                 continue
             ident = tuple(id(x) for x in leaves)
             if ident in shared and all(isinstance(x, Ref) for x in leaves):

@@ -25,7 +25,7 @@ from ..ops import control as C
 from ..ops import elementwise as E
 from ..ops import shape as S
 from .calls import CallMixin
-from .control import ControlMixin
+from .control import Choice, ControlMixin
 from .lowering import annotate, concrete, has_ref, lift, lower
 from .outside import Outside
 from .scope import Frame, defined_flag
@@ -203,7 +203,9 @@ class Stager(StatementMixin, ControlMixin, CallMixin):
         v = self.eval(node.operand)
         if isinstance(node.op, ast.Not):
             return self.not_(self.truth(v))
-        name = UNARY[type(node.op)]
+        return self.unary(UNARY[type(node.op)], v)
+
+    def unary(self, name: str, v: Any) -> Any:
         if isinstance(v, Ref):
             return lift(OPERATORS[name](v.get()))
         return self.adopt(users_call(getattr(operator, name), v))
@@ -258,6 +260,8 @@ class Stager(StatementMixin, ControlMixin, CallMixin):
         if isinstance(op, (ast.Is, ast.IsNot)):
             return (a is b) == isinstance(op, ast.Is)
         if isinstance(op, (ast.In, ast.NotIn)):
+            if isinstance(b, dict) and not has_ref(a):  # only the keys, never arrays
+                return users_call(operator.contains, b, a) == isinstance(op, ast.In)
             if has_ref(a) or has_ref(b):
                 raise UnsupportedError(
                     "`in` on arrays compares elementwise and is ambiguous here",
@@ -293,6 +297,11 @@ class Stager(StatementMixin, ControlMixin, CallMixin):
         return self.getattr(self.eval(node.value), node.attr)
 
     def getattr(self, obj: Any, name: str) -> Any:
+        if isinstance(obj, Choice):
+            raise UnsupportedError(
+                f"reading .{name} of a callable chosen by a run-time condition: only calls "
+                "are staged on both choices", hint="call it, or read the attribute inside "
+                "each branch")
         if isinstance(obj, Ref):
             view = view_attribute(self, obj, name)
             if view is not None:

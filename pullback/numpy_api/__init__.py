@@ -8,6 +8,7 @@ from . import (  # noqa: F401
     indexing,
     linalg,
     manip,
+    python,
     numerical,
     reductions,
     selection,

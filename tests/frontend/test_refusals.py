@@ -189,14 +189,6 @@ def test_c_function_on_run_time_values_is_refused():
     refused(pb.UnsupportedError, ways, (np.array([4, 2]),), "math.factorial")
 
 
-def product(x):
-    return functools.reduce(lambda a, b: a * b, x)  # <- here
-
-
-def test_functools_reduce_on_run_time_values_is_refused():
-    refused(pb.UnsupportedError, product, (X,), "functools.reduce")
-
-
 _EXEC_NAMESPACE: dict[str, Any] = {}
 exec("def doubled(x):\n    return 2.0 * x\n", _EXEC_NAMESPACE)
 
