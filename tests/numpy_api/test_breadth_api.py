@@ -514,3 +514,13 @@ def test_imag_of_a_real_array_is_read_only():
     for backend in BACKENDS:
         with pytest.raises(ValueError, match="read-only"):
             pb.jit(write, backend=backend)(arr(3))
+
+
+@pytest.mark.parametrize("fn", [np.convolve, np.correlate], ids=["convolve", "correlate"])
+@pytest.mark.parametrize("mode", ["full", "same", "valid"])
+@pytest.mark.parametrize("n,m", [(5, 3), (3, 5), (4, 4), (1, 3)])
+def test_convolve_and_correlate_modes(fn, mode, n, m):
+    a, v = arr(n), arr(m, seed=1)
+    f = lambda a, v: fn(a, v, mode=mode)  # noqa: E731
+    agree(f, a, v)
+    derivatives(f, a, v)
