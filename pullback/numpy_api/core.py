@@ -137,7 +137,7 @@ def operator_(*names: str) -> Callable[[Callable], Callable]:
         for n in names:
             if not hasattr(operator, n):
                 raise ValueError(f"operator.{n} does not exist")
-            OPERATORS[n] = fn
+            OPERATORS[n] = _coercing(fn)  # an array's other operand: [a, b] @ m
         return fn
 
     return deco

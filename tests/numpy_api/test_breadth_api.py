@@ -115,7 +115,10 @@ def test_list_of_scalars_takes_numpys_dtype():
     lambda x: np.asarray((x, np.sin(x))),
     lambda x: np.dot([x[0], x[1]], x[:2]),
     lambda x: np.where([True, False, True], x, [x[0], 0.0, 1.0]),
-], ids=["std", "sum-duplicated", "asarray-tuple", "dot", "where"])
+    lambda x: [x[1], x[1], 1.0] @ x,                     # an operator's list operand
+    lambda x: np.outer(x, x) @ (x[0], 2.0, x[2]),
+], ids=["std", "sum-duplicated", "asarray-tuple", "dot", "where", "matmul-list",
+        "matmul-tuple"])
 def test_list_of_arrays(f):
     x = arr(3)
     agree(f, x)
