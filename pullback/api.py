@@ -56,12 +56,13 @@ BACKENDS = ("interp", "c")
 
 
 def _leaf_kind(x: Any) -> str | None:
-    """How a leaf is passed: 'array', 'scalar' (NumPy), 'python' (float), None (static)."""
+    """How a leaf is passed: 'array', 'scalar' (NumPy), 'python' (float), None (static).
+    A Python complex is a run-time number as a float is (staging refuses its type)."""
     if isinstance(x, np.ndarray):
         return "array"
     if isinstance(x, np.generic):
         return "scalar"
-    if isinstance(x, float):
+    if isinstance(x, (float, complex)):
         return "python"
     return None
 

@@ -28,11 +28,11 @@ from .api import Jitted
 from .errors import BARE_RAISE_KEEPS_TRACEBACK, CompileError, hide_internal_frames, public
 from .frontend.calls import StagedFunction, SubFunction
 from .frontend.stager import Stager
-from .frontend.values import Ref, is_static_number
+from .frontend.values import Ref, is_static_number, lit_ref
 from .ir.builder import current
 from .ir.core import Atom, Block, Lit, Var
 from .ir.rewrite import inline
-from .ir.types import TensorType, int64
+from .ir.types import TensorType, dtype, int64, type_of_value
 from .keys import value_key
 from .ops import ad
 from .ops import elementwise as E
@@ -69,6 +69,30 @@ def _argnums(argnums: int | Sequence[int], n: int, who: str) -> tuple[int, ...]:
 
 def _is_float(x: Any) -> bool:
     return isinstance(x, Ref) and x.type.dtype.is_float
+
+
+def _is_static_float(x: Any) -> bool:
+    """A compile-time float result (``return 1.0``): constant, so its derivatives are
+    zeros."""
+    return isinstance(x, (float, np.floating)) or (isinstance(x, np.ndarray)
+                                                    and x.dtype.kind == "f")
+
+
+def _static_zero(x: Any) -> Any:
+    """The tangent of a compile-time result: a zero of its type for a number or an array,
+    the value itself for what is structure (None, strings)."""
+    if isinstance(x, (np.ndarray, np.generic)):
+        return np.zeros_like(x)[()] if isinstance(x, np.generic) else np.zeros_like(x)
+    if isinstance(x, (bool, int, float)):
+        return type(x)()
+    return x
+
+
+def _runtime_floats(x: Any) -> Any:
+    """``x`` with its compile-time floats made run-time values: Python floats and NumPy
+    floats are run-time by the contract (DESIGN.md §2), and a transform differentiates
+    with respect to them even where staging knew their value (``pb.grad(f)(2.0)``)."""
+    return tree_map(lambda v: lit_ref(v) if isinstance(v, (float, np.floating)) else v, x)
 
 
 class _Args:
@@ -137,6 +161,7 @@ def _differentiated(st: Stager, fn: Callable, args: list, kwargs: dict,
     ``argnums`` as indices, and which operands are differentiated."""
     args, kwargs = _bind(fn, args, kwargs)
     nums = _argnums(argnums, len(args), who)
+    args = [_runtime_floats(a) if k in nums else a for k, a in enumerate(args)]
     sub = _staged(st, fn, args, kwargs)
     where = _Args(sub)
     return sub, where, nums, where.varied(nums, who)
@@ -161,7 +186,10 @@ def _loss(value: Any, has_aux: bool, who: str) -> tuple[Any, Any]:
 
 
 def _one_for(loss: Any, outs: Sequence[Atom], who: str) -> list[Atom | None]:
-    """The output cotangents that seed reverse mode on a scalar ``loss``."""
+    """The output cotangents that seed reverse mode on a scalar ``loss``: none for a
+    compile-time float (``lambda x: 1.0``), whose gradient is zero."""
+    if _is_static_float(loss) and np.ndim(loss) == 0:
+        return [None] * len(outs)
     if not isinstance(loss, Ref) or loss.type.shape != () or not loss.type.dtype.is_float:
         what = f"a value of type {loss.type}" if isinstance(loss, Ref) else \
             f"{type(loss).__name__} {loss!r}"
@@ -235,10 +263,11 @@ class Grad(Transform):
         loss, aux = _loss(value, self.has_aux, who)
         seeds = _one_for(loss, outs, who)
         if forward:
-            i = next(k for k, s in enumerate(seeds) if s is not None)
             cts: list[Atom | None] = [None] * len(sub.operands)
-            for q, rows in zip(ins, _lane_rows(sub, ins, touts[i], outs[i].type), strict=True):
-                cts[q] = S.reshape(rows, shape=sub.operands[q].type.shape)
+            for i in (k for k, s in enumerate(seeds) if s is not None):  # none: constant
+                rows = _lane_rows(sub, ins, touts[i], outs[i].type)
+                for q, row in zip(ins, rows, strict=True):
+                    cts[q] = S.reshape(row, shape=sub.operands[q].type.shape)
         else:
             cts = backward(seeds)
         grads = where.grads(nums, cts, isinstance(self.argnums, int))
@@ -342,7 +371,7 @@ def _stage_jvp(st: Stager, fn: Callable, primals: Any, tangents: Any) -> Any:
             or len(primals) != len(tangents):
         raise CompileError("pb.jvp(f, primals, tangents): primals and tangents must be "
                            "tuples of one length")
-    sub = _staged(st, fn, list(primals), {})
+    sub = _staged(st, fn, [_runtime_floats(p) for p in primals], {})
     where = _Args(sub)
     ts: list[Atom | None] = [None] * len(sub.operands)
     for k, t in enumerate(tangents):
@@ -355,7 +384,9 @@ def _stage_jvp(st: Stager, fn: Callable, primals: Any, tangents: Any) -> Any:
                 ts[q] = _tangent_atom(tl, x, k)
     outs, touts = jvp_emit(sub.func, sub.operands, [None if t is None else (t,) for t in ts])
     full = [t[0] if t is not None else zeros(o.type) for o, t in zip(outs, touts, strict=True)]
-    return sub.rebuild(outs), sub.rebuild(full)
+    tangents_out = tree_map(lambda v: v if isinstance(v, Ref) else _static_zero(v),
+                            sub.rebuild(full))
+    return sub.rebuild(outs), tangents_out
 
 
 class _JVPOf(Transform):
@@ -432,7 +463,7 @@ class _StagedVJP:
 
 
 def _stage_vjp(st: Stager, fn: Callable, primals: list, has_aux: bool) -> tuple:
-    sub = _staged(st, fn, primals, {})
+    sub = _staged(st, fn, [_runtime_floats(p) for p in primals], {})
     where = _Args(sub)
     varied = [_is_float(x) for leaves in sub.arg_leaves for x in leaves if isinstance(x, Ref)]
     varied += [False] * (len(sub.operands) - len(varied))
@@ -468,6 +499,8 @@ class _PythonVJP:
             if _is_float(o):
                 t = o.type
                 cts[pos[id(o.raw())]] = fit(current().param(TensorType(t.shape, t.dtype)), t)
+            elif _is_static_float(o):  # constant: vjp_fn takes its cotangent, unused
+                current().param(type_of_value(o).strong())
         grads = where.grads(range(len(args)), backward(cts), single=False)
         return out, aux, grads
 
@@ -478,7 +511,8 @@ class _PythonVJP:
             return tree_map(lambda x: x.copy() if isinstance(x, np.ndarray) else x, primals)
 
         staged, sig = self.jitted.specialise(*copied())
-        extra = staged.func.in_types[len(staged.func.in_types) - staged.extra:]
+        end = len(staged.func.in_types) - len(sig.outside)  # the values read from outside
+        extra = staged.func.in_types[end - staged.extra:end]  # come after the cotangents
         out, aux, _ = run(staged, sig, [np.zeros(t.shape, t.dtype.np) for t in extra])
 
         o_leaves, o_tree = tree_flatten(out)
@@ -632,7 +666,7 @@ def _jacobian_tree(sub: SubFunction, where: _Args, nums, outs, jac, single: bool
     k = 0
     for s in spec:
         if s[0] != "dyn":
-            leaves.append(None)
+            leaves.append(_static_jacobian(s[1], where, nums, single))
             continue
         if k in outs:
             def leaf(q, x, k=k):
@@ -644,6 +678,24 @@ def _jacobian_tree(sub: SubFunction, where: _Args, nums, outs, jac, single: bool
             leaves.append(None)
         k += 1
     return tree_unflatten(tree, leaves)
+
+
+def _static_jacobian(value: Any, where: _Args, nums, single: bool) -> Any:
+    """The Jacobian of a compile-time result: zeros for a float (it is constant), of
+    shape ``value.shape + argument.shape``; None for what has no derivative."""
+    if not _is_static_float(value):
+        return None
+    shape = np.shape(value)
+    dt = value.dtype if isinstance(value, (np.ndarray, np.generic)) else None
+
+    def leaf(q: int, x: Ref) -> Any:
+        t = x.type
+        if not t.dtype.is_float:
+            return None
+        return Ref(zeros(TensorType(shape + t.shape, dtype(dt) if dt is not None else t.dtype)))
+
+    trees = tuple(where.tree(n, leaf) for n in nums)
+    return trees[0] if single else trees
 
 
 def jacfwd(fn: Callable, argnums: int | Sequence[int] = 0) -> Jacobian:

@@ -17,7 +17,7 @@ import numpy as np
 from ..errors import CompileError, ConcretizationError, UnsupportedError, users_call
 from ..ir.builder import Builder, current, declare_func
 from ..ir.core import Lit
-from ..ir.types import bool_, float64, int64
+from ..ir.types import bool_, complex_unsupported, float64, int64
 from ..numpy_api import CALLABLES
 from ..numpy_api.core import WRITES_FIRST, convert
 from ..numpy_api.optional import optional_mapping
@@ -218,6 +218,8 @@ class CallMixin:
         if dynamic:
             name = getattr(fn, "__qualname__", None) or repr(fn)
             module = getattr(fn, "__module__", None) or ""
+            if module == "cmath":
+                raise complex_unsupported(f"cmath.{name}")
             if module.split(".")[0] == "numpy":
                 raise UnsupportedError(
                     f"np.{name} is not supported by pullback",
@@ -244,6 +246,8 @@ class CallMixin:
         dynamic = has_ref(args) or has_ref(kwargs)
         if issubclass(cls, BaseException):
             return users_call(cls, *args, **kwargs)
+        if dynamic and issubclass(cls, (complex, np.complexfloating)):
+            raise complex_unsupported(f"{cls.__name__}() of run-time values")
         if cls in (list, tuple) and args:
             out = self.unroll(args[0], None)
             return self.new(list(out)) if cls is list else tuple(out)

@@ -40,8 +40,8 @@ def as_atom(x: Any) -> Atom:
         return x
     if isinstance(x, np.ndarray) and type(x) is not np.ndarray:
         raise array_subclass(x)
-    if isinstance(x, (bool, int, float, np.ndarray, np.generic)):
-        return Lit(x)
+    if isinstance(x, (bool, int, float, complex, np.ndarray, np.generic)):
+        return Lit(x)  # a complex one is refused by its type
     raise TypeError(f"cannot use {type(x).__name__} {x!r} as an IR operand")
 
 

@@ -62,6 +62,14 @@ _BY_NP = {d.np: d for d in DTYPES}
 _KIND_RANK = {"b": 0, "i": 1, "f": 2}
 
 
+def complex_unsupported(what: str) -> UnsupportedError:
+    """The refusal of a complex value (a literal, an array, a dtype, a conversion)."""
+    return UnsupportedError(
+        f"complex numbers are not supported yet: {what}",
+        hint="pullback computes with bool, int32, int64, float32 and float64; carry the "
+        "real and imaginary parts as two float arrays")
+
+
 def dtype(x) -> DType:
     """The DType for a DType, a name ('f32', 'float32'), a NumPy dtype or a scalar type."""
     if isinstance(x, DType):
@@ -80,6 +88,8 @@ def dtype(x) -> DType:
         raise UnsupportedError(f"{x!r} is not a dtype") from None
     if npd in _BY_NP:
         return _BY_NP[npd]
+    if npd.kind == "c":
+        raise complex_unsupported(f"dtype {npd}")
     raise UnsupportedError(
         f"dtype {npd} is not supported",
         hint="pullback computes with bool, int32, int64, float32 and float64; "
@@ -191,5 +201,7 @@ def type_of_value(value) -> TensorType:
         return TensorType((), int64, True)
     if isinstance(value, float):
         return TensorType((), float64, True)
+    if isinstance(value, complex):
+        raise complex_unsupported(repr(value))
     arr = np.asarray(value)
     return TensorType(tuple(int(d) for d in arr.shape), dtype(arr.dtype))

@@ -250,11 +250,15 @@ def _divmod(x: Atom, y: Atom) -> tuple[Atom, Atom]:
 
 
 def _fmod(x: Atom, y: Atom) -> Atom:
-    """C's fmod: the remainder of the magnitudes, with the sign of the dividend."""
+    """C's fmod: the remainder of the magnitudes, with the sign of the dividend.  A float
+    dividend's sign is taken as a factor s = +-1 of its sign bit, s * mod(s * x, |y|), so
+    that the derivative is 1 in x (copysign's abs would make it 0 wherever the remainder
+    is 0, x == 0 included) and -trunc(x / y) in y."""
     _no_int8("fmod", x)
-    r = E.mod(E.abs_(x), E.abs_(y))
     if _is("f", x):
-        return _copysign(r, x)
+        s = E.select(_signbit(x), _lit(-1, x), _lit(1, x))
+        return E.mul(s, E.mod(E.mul(s, x), E.abs_(y)))
+    r = E.mod(E.abs_(x), E.abs_(y))
     return E.select(E.lt(x, _lit(0, x)), E.neg(r), r)
 
 
