@@ -409,6 +409,12 @@ class ControlMixin:
                     continue
                 if (name, k) not in var_slots:
                     if not merge_leaf([a, b])[0]:
+                        if isinstance(b, Choice):
+                            raise MergeError(
+                                f"'{name}' is a function chosen by a run-time condition in "
+                                "a loop on run-time values, and later iterations see it",
+                                where[1], hint="call it in the iteration that chooses it, "
+                                "or choose by a compile-time condition")
                         if not (_is_number(a) and (isinstance(b, Ref) or _is_number(b))):
                             raise mismatch(name, [a, b], where, "of the loop")
                         promoted.add((name, k))

@@ -184,6 +184,20 @@ def test_callees_chosen_at_run_time_must_return_one_type():
         pb.jit(f)(X)
 
 
+def test_a_callee_chosen_at_run_time_in_a_rolled_loop_stays_in_its_iteration():
+    def f(x):
+        g, y, k = _double, x[0], 0
+        while y < 100.0 and k < 50:
+            if y < 0:
+                g = _shift
+            y = g(y) + 1.0
+            k += 1
+        return y
+
+    with pytest.raises(pb.CompileError, match="chosen by a run-time condition in a loop"):
+        pb.jit(f)(X)
+
+
 def test_a_callee_chosen_at_run_time_can_only_be_called():
     def f(x):
         g = _double if x[0] > 0 else _shift
