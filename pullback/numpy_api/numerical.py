@@ -77,47 +77,36 @@ def allclose(a: Any, b: Any, rtol: Any = 1e-05, atol: Any = 1e-08,
 
 
 # -- real and imaginary parts of real values ----------------------------------------------
-
-
-def _refuse_complex(x: Atom, what: str) -> Atom:
-    if x.type.dtype.np.kind == "c":
-        raise UnsupportedError(f"{what} of a complex array: complex dtypes are not supported")
-    return x
-
-
-@register(np.real)
-def real(val: Any) -> Atom:
-    """A real value is its own real part (a Python float stays one)."""
-    return _refuse_complex(as_array(val) if isinstance(val, (list, tuple)) else
-                           _atom(val), "np.real")
-
-
-@register(np.imag)
-def imag(val: Any) -> Atom:
-    """Zeros of the value's type: the imaginary part of a real value."""
-    x = _refuse_complex(as_array(val) if isinstance(val, (list, tuple)) else _atom(val),
-                        "np.imag")
-    zero = convert(Lit(np.zeros((), x.type.dtype.np)), x.type.dtype, x.type.weak)
-    return broadcast_to(zero, x.type.shape)
-
-
-@register(np.conjugate)
-def conjugate(x: Any, out: None = None) -> Atom:
-    """The ufunc: a strong copy; booleans come back as int8, as NumPy's loop casts them."""
-    if out is not None:
-        raise UnsupportedError("np.conjugate(out=) is not supported")
-    a = _refuse_complex(strong(as_array(x)), "np.conjugate")
-    return convert(a, dtype(np.int8)) if a.type.dtype == bool_ else E.add(a, _zero_like(a))
+# (pullback has no complex dtypes: complex constants and arguments are refused on entry)
 
 
 def _atom(x: Any) -> Atom:
     return x if isinstance(x, (Var, Lit)) else as_array(x)
 
 
-def _zero_like(a: Atom) -> Atom:
-    """An exact additive identity that keeps ``-0.0`` (``-0.0 + -0.0``), so a copy is a
-    new value in the IR rather than the argument itself."""
-    return Lit(np.asarray(-0.0 if a.type.dtype.is_float else 0, a.type.dtype.np))
+@register(np.real)
+def real(val: Any) -> Atom:
+    """A real value is its own real part (a Python float stays one)."""
+    return _atom(val)
+
+
+@register(np.imag)
+def imag(val: Any) -> Atom:
+    """Zeros of the value's type: the imaginary part of a real value."""
+    x = _atom(val)
+    zero = convert(Lit(np.zeros((), x.type.dtype.np)), x.type.dtype, x.type.weak)
+    return broadcast_to(zero, x.type.shape)
+
+
+@register(np.conjugate)
+def conjugate(x: Any, out: None = None) -> Atom:
+    """The ufunc: a strong value; booleans come back as int8, as NumPy's loop casts them
+    (which pullback refuses: it has no int8)."""
+    if out is not None:
+        raise UnsupportedError("np.conjugate(out=) is not supported",
+                               hint="assign the result instead")
+    a = strong(as_array(x))
+    return convert(a, dtype(np.int8)) if a.type.dtype == bool_ else a
 
 
 method("conj", "conjugate")(lambda self: conjugate(self))
