@@ -301,10 +301,7 @@ def _gradient_axis(f: Atom, h: Atom, uniform: bool, ax: int, edge_order: int) ->
         b = np_(np.negative)(div(add(dx2, dx1), mul(dx1, dx2)))
         c = div(add(mul(2.0, dx2), dx1), mul(dx2, add(dx1, dx2)))
         end = combo(a, b, c, (at(-3), at(-2), at(-1)))
-    pieces = [start, interior, end]
-    shape = f.type.shape
-    return concatenate([broadcast_to(p, shape[:ax] + (p.type.shape[ax] if p.type.ndim else 1,)
-                                     + shape[ax + 1:]) for p in pieces], ax)
+    return concatenate([start, interior, end], ax)
 
 
 @register(np.gradient)
@@ -324,9 +321,7 @@ def gradient(f: Any, *varargs: Any, axis: Any = None, edge_order: int = 1) -> An
         raise ValueError("'edge_order' greater than 2 not supported")
     if len(varargs) == 0:
         spacings: Sequence[Any] = [1.0] * len(axes)
-    elif len(varargs) == 1 and np.ndim(varargs[0]) == 0 and not isinstance(varargs[0], Var):
-        spacings = [varargs[0]] * len(axes)
-    elif len(varargs) == 1 and isinstance(varargs[0], Var) and varargs[0].type.ndim == 0:
+    elif len(varargs) == 1 and _atom(varargs[0]).type.ndim == 0:
         spacings = [varargs[0]] * len(axes)
     elif len(varargs) == len(axes):
         spacings = list(varargs)

@@ -290,6 +290,9 @@ def test_gradient_nd_and_dtypes():
     agree(np.gradient, np.arange(5) ** 2)                    # ints: float64
     agree(np.gradient, a.astype(np.float32))
     derivatives(lambda f: np.gradient(f, 2.0, 0.5, edge_order=2), a)
+    cube, t = arr(2, 5, 3), np.cumsum(np.arange(1.0, 6.0))
+    agree(lambda f, t: np.gradient(f, t, axis=1, edge_order=2), cube, t)  # a middle axis
+    agree(lambda f, t: np.gradient(f, 1.0, t, 2.0), cube, t)
     with pytest.raises(ValueError, match="too small"):
         pb.jit(lambda f: np.gradient(f, edge_order=2))(np.ones(2))
 
