@@ -184,10 +184,13 @@ class _Hooks:
                       for v, f, i in zip(eqn.inputs[1:], fvalues, ivalues, strict=False)]
             error = CHECK_EXCEPTIONS[eqn.params["exc"]](eqn.params["fmt"].format(*values))
         else:
-            kind = CHECK_EXCEPTIONS.get(exc) or {"MemoryError": MemoryError}.get(exc,
-                                                                                  RuntimeError)
+            kind = CHECK_EXCEPTIONS.get(exc) or _RUNTIME_EXCEPTIONS.get(exc, RuntimeError)
             error = kind(msg)
         return at_run_time(error, eqn.loc if eqn is not None else None)
+
+
+#: What the runtime itself raises besides checks' exceptions (``runtime.h``, ``glue.c``).
+_RUNTIME_EXCEPTIONS = {e.__name__: e for e in (MemoryError, RecursionError)}
 
 
 def _contiguous(a: np.ndarray) -> np.ndarray:

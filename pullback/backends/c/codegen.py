@@ -114,6 +114,12 @@ def _convert(x: str, src: DType, dst: DType) -> str:
     return f"(({ctype(dst)})({x}))"
 
 
+def _charge(body: list[L.Stmt]) -> int:
+    """What one run of ``body`` charges the poll budget: its work, capped (any cost
+    above the budget polls every time)."""
+    return min(L.work(body), 1 << 30)
+
+
 def _string(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
@@ -129,6 +135,7 @@ class _C(ExprPrinter):
         self.lines: list[str] = []
         self.depth = 1
         self.vector = 0  # inside this many loops with a pragma (SIMD: libmvec math)
+        self.polls = False  # a loop on data polls for Ctrl-C (``loop_on_data``)
 
     def line(self, text: str) -> None:
         self.lines.append("    " * self.depth + text)
@@ -170,6 +177,23 @@ class _C(ExprPrinter):
         self.depth -= 1
         if tail:
             self.line(tail)
+
+    def loop_on_data(self, head: str, body: list[L.Stmt]) -> None:
+        """A loop of the program (``while``, ``for`` over a range), which may run for
+        ever: each iteration charges its work to the function's budget (``PB_TICK``),
+        which polls for Ctrl-C when spent.  The charge comes right after a while loop's
+        test (before it, the C compiler no longer moves the test to the loop's end;
+        after the body, it no longer threads the body's branches into the next test).
+        No such loop is inside an OpenMP loop."""
+        self.polls = True
+        test = next((k + 1 for k, s in enumerate(body) if isinstance(s, L.Break)), 0)
+        self.line(head)
+        self.depth += 1
+        self.block(body[:test])
+        self.line(f"if (PB_TICK(ctx, pb_ticks, {_charge(body)})) goto fail;")
+        self.block(body[test:])
+        self.depth -= 1
+        self.line("}")
 
     def block(self, stmts: list[L.Stmt]) -> None:
         for s in stmts:
@@ -224,10 +248,10 @@ class _C(ExprPrinter):
             self.vector -= bool(s.pragma)
         elif isinstance(s, L.Range):
             i, h, st = s.var, e(s.hi), e(s.step)
-            self.nested(f"for ({s.ctype} {i} = {e(s.lo)}; {st} > 0 ? {i} < {h} : {i} > {h}; "
-                        f"{i} += {st}) {{", s.body)
+            self.loop_on_data(f"for ({s.ctype} {i} = {e(s.lo)}; {st} > 0 ? {i} < {h} : "
+                              f"{i} > {h}; {i} += {st}) {{", s.body)
         elif isinstance(s, L.Forever):
-            self.nested("for (;;) {", s.body)
+            self.loop_on_data("for (;;) {", s.body)
         elif isinstance(s, L.Break):
             self.line(f"if (!({e(s.cond)})) break;")
         elif isinstance(s, L.Skip):
@@ -307,10 +331,14 @@ class _C(ExprPrinter):
     # -- functions ----------------------------------------------------------------------
 
     def function(self, f: L.LoopFunc) -> str:
+        if f.recursive:  # deep recursion raises RecursionError; long recursion polls
+            self.line(f"if (pb_enter(ctx, {_charge(f.body)})) return 1;")
         if f.arena:
             self.line(f"char *pb_arena = (char *)pb_alloc(ctx, {f.arena});")
             self.line(f"if (!pb_arena) goto oom; PB_DEAD(pb_arena, {f.arena});")
         self.block(f.body)
+        if self.polls:
+            self.lines.insert(0, "    int64_t pb_ticks = PB_POLL_TICKS;")
         self.line("return 0;")
         self.line("oom:")
         self.line('return pb_fail(ctx, "MemoryError", "out of memory");')

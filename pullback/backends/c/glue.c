@@ -9,7 +9,13 @@
 #define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
 #define NPY_TARGET_VERSION NPY_1_22_API_VERSION /* PyDataMem_SetHandler */
 #include <numpy/arrayobject.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
+#include <unistd.h>
+#ifdef __linux__
+#include <sys/syscall.h>
+#endif
 
 #include "runtime.h"
 
@@ -287,6 +293,9 @@ static void pb_ctx_init(pb_ctx *ctx, pb_pool **kept) {
     ctx->msg[0] = 0;
     ctx->check_id = -1;
     ctx->n_values = 0;
+    ctx->stack_floor = (char *)UINTPTR_MAX; /* the first recursive entry looks it up */
+    ctx->ticks = PB_POLL_TICKS;
+    ctx->watching = 0;
 }
 
 void *pb_alloc(pb_ctx *ctx, size_t bytes) {
@@ -387,6 +396,109 @@ int pb_tape_shrink(pb_ctx *ctx, pb_tape *t, size_t bytes) {
     t->size = c->prev_size;
     t->cap = t->chunk->cap;
     return 0;
+}
+
+/* -- long runs (runtime.h): deep recursion and Ctrl-C ------------------------------ */
+
+/* The stack a recursion leaves unused: room for the deepest function's frame and what it
+ * calls (libm, the allocator, a print's Python code), at most a quarter of a stack. */
+#define PB_STACK_MARGIN ((size_t)256 << 10)
+
+/* The lowest frame address at which this thread may still enter a recursive function. */
+static char *pb_stack_floor_of_thread(void) {
+    static _Thread_local char *floor;
+    if (floor) return floor;
+    pthread_attr_t attr;
+    void *low;
+    size_t size;
+    if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+        if (pthread_attr_getstack(&attr, &low, &size) == 0)
+            floor = (char *)low + (size / 4 < PB_STACK_MARGIN ? size / 4 : PB_STACK_MARGIN);
+        pthread_attr_destroy(&attr);
+    }
+    if (!floor) /* unknown: allow 1 MiB below here, less than any thread stack we make */
+        floor = (char *)__builtin_frame_address(0) - ((size_t)1 << 20);
+    return floor;
+}
+
+int pb_stack_exhausted(pb_ctx *ctx) {
+    ctx->stack_floor = pb_stack_floor_of_thread();
+    if ((char *)__builtin_frame_address(0) >= ctx->stack_floor) return 0;
+    return pb_fail(ctx, "RecursionError",
+                   "maximum recursion depth exceeded in compiled code (the thread's stack "
+                   "is nearly full)");
+}
+
+/* SIGINT while calls run: from a call's first poll to its end our handler is installed
+ * (once for all the calls watching, counted in pb_watchers); it notes the signal and
+ * hands it on to the handler it replaced (Python's, which trips Python's own flag), so
+ * that Python sees the signal whether or not a poll does. */
+static volatile sig_atomic_t pb_sigint;
+static struct sigaction pb_sigint_before;
+static pthread_mutex_t pb_watch_lock = PTHREAD_MUTEX_INITIALIZER;
+static int pb_watchers, pb_watch_installed;
+
+static void pb_on_sigint(int sig, siginfo_t *info, void *uc) {
+    pb_sigint = 1;
+    if (pb_sigint_before.sa_flags & SA_SIGINFO) pb_sigint_before.sa_sigaction(sig, info, uc);
+    else pb_sigint_before.sa_handler(sig);
+}
+
+/* Whether `a` runs a function of Python's (not SIG_DFL, which kills the process, nor
+ * SIG_IGN, nor ours). */
+static int pb_runs_handler(const struct sigaction *a) {
+    if (a->sa_flags & SA_SIGINFO) return a->sa_sigaction != pb_on_sigint;
+    return a->sa_handler != SIG_DFL && a->sa_handler != SIG_IGN;
+}
+
+static void pb_watch(void) {
+    pthread_mutex_lock(&pb_watch_lock);
+    struct sigaction now;
+    if (pb_watchers++ == 0 && sigaction(SIGINT, NULL, &now) == 0 && pb_runs_handler(&now)) {
+        struct sigaction ours = now;
+        pb_sigint_before = now;
+        ours.sa_sigaction = pb_on_sigint;
+        ours.sa_flags |= SA_SIGINFO;
+        pb_watch_installed = sigaction(SIGINT, &ours, NULL) == 0;
+    }
+    pthread_mutex_unlock(&pb_watch_lock);
+}
+
+/* The last watcher puts the handler it replaced back (unless someone replaced ours). */
+static void pb_unwatch(void) {
+    pthread_mutex_lock(&pb_watch_lock);
+    struct sigaction now;
+    if (--pb_watchers == 0 && pb_watch_installed) {
+        if (sigaction(SIGINT, NULL, &now) == 0 && (now.sa_flags & SA_SIGINFO) &&
+            now.sa_sigaction == pb_on_sigint)
+            sigaction(SIGINT, &pb_sigint_before, NULL);
+        pb_watch_installed = 0;
+    }
+    pthread_mutex_unlock(&pb_watch_lock);
+}
+
+/* Python runs signal handlers on its main thread only; a call on another thread leaves
+ * the signal to it. */
+static int pb_on_main_thread(void) {
+#ifdef __linux__
+    return syscall(SYS_gettid) == getpid();
+#else
+    return 1; /* PyErr_CheckSignals does nothing elsewhere */
+#endif
+}
+
+int pb_poll(pb_ctx *ctx) {
+    if (!ctx->watching) {
+        ctx->watching = 1;
+        pb_watch();
+        return 0;
+    }
+    if (!pb_sigint || !pb_on_main_thread()) return 0;
+    pb_sigint = 0;
+    PyGILState_STATE gil = PyGILState_Ensure();
+    int raised = PyErr_CheckSignals() < 0; /* the exception stays set for the caller */
+    PyGILState_Release(gil);
+    return raised;
 }
 
 /* -- the modules ---------------------------------------------------------------------- */
@@ -536,9 +648,10 @@ static PyObject *pb_call(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
     ctx.owner = (void *)st;
     status = e->run(&ctx, in, out);
     pb_free_all(&ctx, e->pool);
+    if (ctx.watching) pb_unwatch();
     Py_END_ALLOW_THREADS
     if (status) {
-        pb_raise(st, &ctx);
+        if (!PyErr_Occurred()) pb_raise(st, &ctx); /* else a signal handler's exception */
         goto error;
     }
     for (int k = 0; k < n_out; k++) {

@@ -406,13 +406,15 @@ class Param:
 
 @dataclass(eq=False)
 class LoopFunc:
-    """One function: parameters, body, and the bytes of its per-call arena."""
+    """One function: parameters, body, and the bytes of its per-call arena;
+    ``recursive``: it may reach itself through calls (its entry checks the stack)."""
 
     name: str
     params: list[Param]
     body: list[Stmt]
     entry: bool = False
     arena: int = 0
+    recursive: bool = False
 
 
 @dataclass(eq=False)
@@ -448,6 +450,32 @@ def walk(stmts: list[Stmt]):
         yield s
         for inner in children(s):
             yield from walk(inner)
+
+
+def work(stmts: list[Stmt]) -> int:
+    """Roughly the element operations one run of ``stmts`` does, at least one a
+    statement: what a loop on data or a recursive entry charges its budget between polls
+    for Ctrl-C.  A counted loop multiplies its body's by its trip count, a product counts
+    its multiply-adds, a runtime routine over n elements n squared (more than a sort, less
+    than a factorization: a poll comes early rather than late); a loop on data nested
+    here counts its body once (it charges its own iterations)."""
+    total = 0
+    for s in stmts:
+        if isinstance(s, Loop):
+            span = s.stop.value - s.start.value \
+                if isinstance(s.stop, Int) and isinstance(s.start, Int) else 1
+            total += max(-(-span // s.step), 1) * work(s.body)
+        elif isinstance(s, Gemm):
+            total += s.batch * s.m * s.n * s.k
+        elif isinstance(s, Runtime):
+            total += max([a.value for a in s.args if isinstance(a, Int)] + [1]) ** 2
+        elif isinstance(s, Copy):
+            total += s.count
+        elif isinstance(s, If):
+            total += 1 + max(work(s.then), work(s.orelse or []))
+        else:
+            total += 1 + sum(work(inner) for inner in children(s))
+    return total
 
 
 T = TypeVar("T")

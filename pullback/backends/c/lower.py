@@ -10,8 +10,9 @@ that operand's buffer.  A cond's branches and a loop's carried variables take ov
 operands that die at the cond or loop, so a loop body updates its carried arrays in
 place.  The entry's top-level buffers go on the call's arena (``memory.place_arena``).
 
-Ops without loop IR yet raise ``Unsupported``, and the caller runs the function on the
-interpreter.
+An equation making an array larger than the machine's memory raises what NumPy raises
+there, before any kernel runs over it (``sizes``).  Ops without loop IR yet raise
+``Unsupported``, and the caller runs the function on the interpreter.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from contextlib import ExitStack, contextmanager
 from ...ir.core import Atom, Block, Eqn, Func, Lit, Module, Var
 from ...ir.rewrite import free_vars
 from ...ir.types import StackType, TensorType, float32
+from ...passes.inline import is_recursive
 from .columns import split_columns
 from .donation import donations
 from .fusion import (
@@ -91,6 +93,7 @@ from .memory import (
 )
 from .panels import panel_products
 from .scalars import element_reads, element_writes
+from .sizes import allocation_error
 from .splitting import split_kernels
 
 #: Loops over at least this many elements run on every thread (``PULLBACK_NUM_THREADS``).
@@ -295,7 +298,8 @@ class Lowering(MoreLowering, LinalgLowering, LapackLowering):
             self.add(Pointer(name, ctype(t.dtype)))
             self.own(name, v)
         else:
-            alloc = Alloc(name, ctype(t.dtype), t.size, arena=self.entry and len(self.scopes) == 1)
+            alloc = Alloc(name, ctype(t.dtype), t.size, arena=self.entry and
+                          len(self.scopes) == 1 and allocation_error(t) is None)
             self.add(alloc)
             if alloc.arena:
                 self.allocs[name] = alloc
@@ -441,7 +445,8 @@ class Lowering(MoreLowering, LinalgLowering, LapackLowering):
         params = [Param(f"p{k}", t) for k, t in enumerate(self.func.in_types)]
         params += [Param(f"r{k}", t, out=True) for k, t in enumerate(self.func.out_types)]
         func = LoopFunc(self.mod.names[id(self.func)], params,
-                        split_kernels(panel_products(self.out), PARALLEL_MIN), self.entry)
+                        split_kernels(panel_products(self.out), PARALLEL_MIN), self.entry,
+                        recursive=is_recursive(self.func))
         place_arena(func)
         return func
 
@@ -489,10 +494,24 @@ class Lowering(MoreLowering, LinalgLowering, LapackLowering):
         for k, eqn in enumerate(blk.eqns):
             s.at = k if k in s.runs else s.pos[k]
             if k in s.runs:
+                self.refuse_impossible(s.runs[k])
                 self.run(s.runs[k])
             elif id(eqn) not in later and id(eqn) not in self.absorbed:
+                self.refuse_impossible([eqn])
                 self.equation(eqn)
             self.release(k)
+
+    def refuse_impossible(self, eqns: Sequence[Eqn]) -> None:
+        """Where equations make an array NumPy could not allocate on this machine, raise
+        what NumPy raises (``sizes``) before computing them: fused, it would be a loop
+        over more elements than memory holds, running for hours."""
+        for eqn in eqns:
+            for out in eqn.outputs:
+                fault = allocation_error(out.type) if isinstance(out.type, TensorType) \
+                    else None
+                if fault is not None:
+                    self.add(Raise(*fault, site=self.mod.site(eqn)))
+                    return
 
     def equation(self, eqn: Eqn) -> None:
         """One equation's loop IR, by the handler of its op."""

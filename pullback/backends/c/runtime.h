@@ -13,6 +13,8 @@
  * - pb_tape: the run-time stack of reverse-mode AD: bytes pushed and popped, in a chain
  *   of chunks (growing adds a chunk, nothing is copied; pool-sized chunks are reused
  *   by the next call without page faults).
+ * - pb_enter/PB_TICK: recursion deeper than the thread's stack raises RecursionError,
+ *   and loops on data and recursion poll for Ctrl-C (pb_poll, in glue.c).
  * - NumPy's semantics where C differs: floor division and remainder, float-to-int
  *   conversion, NaN-propagating max/min, sign, integer powers.
  */
@@ -112,6 +114,9 @@ typedef struct pb_ctx {
      * failed); the caller sets both before the call */
     int (*print)(void *owner, int k, int n, const void **data, const size_t *bytes);
     void *owner;
+    char *stack_floor; /* a recursion entered below it fails (pb_enter; at first the top) */
+    int64_t ticks;     /* the work recursive entries do before the next pb_poll */
+    int watching;      /* whether this call watches for SIGINT (from its first pb_poll) */
 } pb_ctx;
 
 /* Under AddressSanitizer a pooled buffer is poisoned, and so is the arena slot of a
@@ -142,6 +147,39 @@ void __asan_unpoison_memory_region(void const volatile *addr, size_t size);
  * error anywhere frees with the rest. */
 void *pb_alloc(pb_ctx *ctx, size_t bytes);
 void pb_free(pb_ctx *ctx, void *p);
+
+/* -- long runs: deep recursion and Ctrl-C (glue.c) ---------------------------------- */
+
+/* Work (about one element operation a unit) between two polls for a pending SIGINT:
+ * loops on data and recursive entries count down a budget of this much and call pb_poll
+ * when it runs out, a few milliseconds apart.  The first poll of a call starts watching
+ * for SIGINT; a later one that finds it arrived runs Python's handler, whose exception
+ * (KeyboardInterrupt) fails the call.  Calls ending before their first poll cost
+ * nothing. */
+#ifndef PB_POLL_TICKS
+#define PB_POLL_TICKS ((int64_t)1 << 20)
+#endif
+int pb_poll(pb_ctx *ctx);
+
+/* Whether `work` more exhausts the budget `ticks` and the poll it then makes fails. */
+#define PB_TICK(ctx, ticks, work) \
+    (__builtin_expect(((ticks) -= (work)) < 0, 0) && ((ticks) = PB_POLL_TICKS, pb_poll(ctx)))
+
+/* RecursionError when the calling thread's stack is nearly used up (the first call of
+ * a context looks its stack's floor up). */
+int pb_stack_exhausted(pb_ctx *ctx);
+
+/* The entry of a function that may recurse: a compiled recursion deeper than the stack
+ * allows raises RecursionError instead of overflowing it, and a long one (a recursion
+ * need not loop) polls for Ctrl-C.  Inlined, so `here` is in the recursive function's
+ * frame (an address compared as a number: no frame pointer needed). */
+__attribute__((always_inline))
+static inline int pb_enter(pb_ctx *ctx, int64_t work) {
+    char here;
+    if (__builtin_expect((uintptr_t)&here < (uintptr_t)ctx->stack_floor, 0) &&
+        pb_stack_exhausted(ctx)) return 1;
+    return PB_TICK(ctx, ctx->ticks, work);
+}
 
 static int pb_fail(pb_ctx *ctx, const char *exc, const char *msg) {
     ctx->exc = exc;
