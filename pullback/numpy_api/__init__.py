@@ -1,15 +1,15 @@
 """How ``np.*``, ``np.linalg.*``, ``math.*``, builtins, ndarray methods and Python operators
 map onto primitives.  Importing this package registers every mapping."""
 
-from . import (  # noqa: F401
+from . import (  # noqa: F401  (SciPy's mappings: optional.py, once a program imports it)
     counting,
     creation,
     decompositions,
     indexing,
     linalg,
     manip,
-    python,
     numerical,
+    python,
     reductions,
     selection,
     sorting,
