@@ -27,7 +27,6 @@ from .loop_ir import (
     Raise,
     Set,
     Sym,
-    Unsupported,
     ctype,
     linear,
     strides,
@@ -665,8 +664,6 @@ class MoreLowering:
                          self.elem(x, linear(x.type.shape, src))))
 
         if out.type.size:
-            if out.type.shape == ():
-                raise Unsupported("gather to a 0-d result")
             self.nd_loop(out.type.shape, body)
 
     def _scatter(self, eqn: Eqn, add: bool) -> None:
