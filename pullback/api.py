@@ -351,6 +351,9 @@ class FastEntry(NamedTuple):
     nest: Callable[[tuple], Any] | None  # nests the flat results (None: as they come)
     pinned: tuple[tuple[dict, str, Any], ...]  # globals it reads: the same objects still?
     captures: tuple[Capture, ...]  # the rest it reads from outside (see _fast_call)
+    feeds: tuple[dict, Callable[[dict], Any], bool] | None  # the rest, when all are
+    # globals of one module fed as run-time values: (the module's globals, their getter,
+    # whether there is one), read inline
 
 
 def _nesting(shape: Any) -> Callable[[tuple], Any] | None:
@@ -427,7 +430,18 @@ def _fast_entry(staged: Staged, sig: Signature, args: tuple) -> FastEntry | None
     return FastEntry(call, c.form(shape_form, ins, outs), nested, taken,
                      (len(flat), guard) if guard else (), nest,
                      tuple((x.env, x.name, x.seen) for x in staged.captures if x.pinned),
-                     tuple(x for x in staged.captures if not x.pinned))
+                     tuple(x for x in staged.captures if not x.pinned), _feeds(staged))
+
+
+def _feeds(staged: Staged) -> tuple[dict, Callable[[dict], Any], bool] | None:
+    """How the run-time captures are read when each is a global of one module (the
+    common case, read inline on the fast path; the native entry checks their types)."""
+    rest = [x for x in staged.captures if not x.pinned]
+    env = rest[0].env if rest else None
+    if env is not None and all(x.env is env and x.kind is not None and not x.frozen and
+                               x.same is None for x in rest):
+        return env, operator.itemgetter(*(x.name for x in rest)), len(rest) == 1
+    return None
 
 
 def _fast_call(fast: FastEntry, args: tuple, cells: Sequence[Any]) -> Any:
@@ -578,13 +592,24 @@ class Jitted:
             spec = self._spec
             fast = spec.fast
             if fast is not None and not kwargs:
-                call, form, tree, taken, _, nest, pinned, captures = fast
+                call, form, tree, taken, _, nest, pinned, captures, feeds = fast
                 for env, name, seen in pinned:
                     if env.get(name) is not seen:
                         break
                 else:
-                    out = call(args, form) if tree is None and taken is None and \
-                        not captures else _fast_call(fast, args, self._cells)
+                    if tree is not None or taken is not None:
+                        out = _fast_call(fast, args, self._cells)
+                    elif not captures:
+                        out = call(args, form)
+                    elif feeds is not None:
+                        try:
+                            now = feeds[1](feeds[0])
+                        except KeyError:  # a global deleted: the general path says so
+                            out = NotImplemented
+                        else:
+                            out = call((*args, now) if feeds[2] else args + now, form)
+                    else:
+                        out = _fast_call(fast, args, self._cells)
                     if out is not NotImplemented:
                         return out if nest is None else nest(out)
             try:
