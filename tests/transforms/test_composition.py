@@ -126,7 +126,7 @@ def test_the_matrix_covers_what_it_should():
     assert len(set(CHAINS)) == len(CHAINS)
 
 
-@pytest.mark.parametrize("backend", ["interp", "c"])
+@pytest.mark.parametrize("backend", ["interp", pytest.param("c", marks=pytest.mark.slow)])
 @pytest.mark.parametrize("pick", PICKS, ids=[p.id for p in PICKS])
 def test_composition_matrix(pick: Pick, backend: str, monkeypatch) -> None:
     monkeypatch.setenv("PULLBACK_BACKEND", "interp")  # what the references call

@@ -26,6 +26,7 @@ def _runtime(name: str) -> str | None:
 
 
 @pytest.mark.sanitize
+@pytest.mark.slow
 def test_corpus_under_address_and_undefined_behaviour_sanitizers(tmp_path):
     asan = _runtime("libasan.so")
     if asan is None:
