@@ -262,3 +262,11 @@ def test_a_jitted_bound_method_reads_its_objects_arrays_when_called(backend):
     np.testing.assert_array_equal(f(x), layer.apply(x))
     other = Layer(3)  # another object: its own arrays
     np.testing.assert_array_equal(pb.jit(other.apply, backend=backend)(x), other.apply(x))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_grad_of_a_jitted_function_reading_a_global(backend):
+    g, x = pb.grad(pb.jit(weighted, backend=backend)), np.array([0.5, -1.0, 2.0])
+    np.testing.assert_allclose(g(x), WEIGHTS * SCALE)
+    WEIGHTS[:] = [1.0, -4.0, 0.25]
+    np.testing.assert_allclose(g(x), WEIGHTS * SCALE)
