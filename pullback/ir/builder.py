@@ -20,7 +20,7 @@ import numpy as np
 
 from ..errors import CompileError, Loc, array_subclass
 from .core import Atom, Block, Eqn, Func, Lit, Var
-from .op import OPS, Op
+from .op import OPS, Op, set_emitter
 from .types import Type
 
 _CURRENT: ContextVar[Builder | None] = ContextVar("pullback_builder", default=None)
@@ -32,6 +32,9 @@ def current() -> Builder:
     if b is None:
         raise RuntimeError("no active pullback Builder: use `with Builder() as b:`")
     return b
+
+
+set_emitter(lambda op, inputs, params: current().emit(op, inputs, params))
 
 
 def as_atom(x: Any) -> Atom:

@@ -12,7 +12,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -157,9 +157,7 @@ class Func:
         return [f for k, f in seen.items() if k != id(self)]
 
     def __str__(self) -> str:
-        from .printer import format_func
-
-        return format_func(self)
+        return str(Module.of(self))
 
     def __repr__(self) -> str:
         sig = ", ".join(str(t) for t in self.in_types)
@@ -187,9 +185,17 @@ class Module:
         return self.funcs[self.entry]
 
     def __str__(self) -> str:
-        from .printer import format_module
+        return _format_module(self)
 
-        return format_module(self)
+
+_format_module: Callable[[Module], str]
+
+
+def set_formatter(format_module: Callable[[Module], str]) -> None:
+    """What ``str`` of a Module (and of a Func, heading one) gives; ``printer.py`` sets
+    its textual form as it loads (it imports this module, so this one cannot import it)."""
+    global _format_module
+    _format_module = format_module
 
 
 __all__ = [

@@ -15,12 +15,13 @@ Conventions every op follows:
   are values here, as in plain NumPy code.  Ops that own blocks receive ``run=`` as well, a callable
   ``run(block, *arrays) -> list[arrays]`` that evaluates a block.
 * Calling an op (``add(x, y)``) emits it into the current builder; Python and NumPy
-  constants become ``Lit`` operands.
+  constants become ``Lit`` operands.  The builder imports this module, so it is the
+  builder that tells ops where to emit (``set_emitter``), not ops that import it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -89,9 +90,7 @@ class Op:
 
     def __call__(self, *inputs, **params):
         """Emit this op into the current builder; returns a Var or a tuple of Vars."""
-        from .builder import current
-
-        outs = current().emit(self, inputs, params)
+        outs = _emit(self, inputs, params)
         return tuple(outs) if self.multiple_results else outs[0]
 
     def __repr__(self) -> str:
@@ -99,6 +98,17 @@ class Op:
 
 
 OPS: dict[str, Op] = {}
+
+#: ``emit(op, inputs, params) -> outputs``: how calling an op adds it to the IR.
+Emitter = Callable[[Op, Sequence[Any], dict[str, Any]], list]
+
+_emit: Emitter
+
+
+def set_emitter(emit: Emitter) -> None:
+    """Where calling an op emits it; ``builder.py`` sets this as it loads."""
+    global _emit
+    _emit = emit
 
 
 def get_op(name: str) -> Op:

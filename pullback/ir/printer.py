@@ -19,7 +19,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from .core import Atom, Block, Eqn, Func, Lit, Module, Var
+from .core import Atom, Block, Eqn, Func, Lit, Module, Var, set_formatter
 from .types import DType, StackType, TensorType
 
 INDENT = "  "
@@ -35,6 +35,9 @@ def format_module(module: Module) -> str:
     """Every function of ``module``, the entry first, separated by blank lines."""
     funcs = [module.main, *(f for n, f in module.funcs.items() if n != module.entry)]
     return "\n".join(_format_one(f) for f in funcs)
+
+
+set_formatter(format_module)
 
 
 def func_ref(name: str) -> str:
