@@ -31,10 +31,9 @@ def linear_jvp(name: str):
 
 
 def _sum(x: Atom, axes: tuple[int, ...]) -> Atom:
-    """``reduce_sum`` (imported late: reduce.py builds its rules from the ops here)."""
-    from .reduce import reduce_sum
-
-    return reduce_sum(x, axes=axes)
+    """``reduce_sum``, emitted by name: reduce.py builds its rules from the ops here, so
+    this module does not import it."""
+    return current().emit("reduce_sum", [x], {"axes": axes})[0]
 
 
 def _broadcast_in_dim_infer(ts, shape, dims):
