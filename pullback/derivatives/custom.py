@@ -24,27 +24,28 @@ from typing import Any
 
 import numpy as np
 
-from .api import Jitted
-from .errors import BARE_RAISE_KEEPS_TRACEBACK, CompileError, hide_internal_frames, public
-from .frontend.calls import StagedFunction, SubFunction
-from .frontend.stager import Stager
-from .frontend.values import Ref, is_static_number, lit_ref
-from .ir.builder import current
-from .ir.core import Atom, Block, Lit, Var
-from .ir.rewrite import inline
-from .ir.types import TensorType, dtype, int64, type_of_value
-from .keys import value_key
-from .ops import ad
-from .ops import elementwise as E
-from .ops import index as I
-from .ops import shape as S
-from .ops.control import LOOP_CHECKPOINT, for_loop
-from .ops.derivs import zeros
-from .passes.manager import optimize
-from .transforms.fit import fit
-from .transforms.jvp import forward_agrees, has_loops, jvp_emit, scalar_only
-from .transforms.vjp import vjp_emit
-from .tree import tree_flatten, tree_map, tree_unflatten
+from ..api import Jitted
+from ..errors import CompileError
+from ..frontend.calls import StagedFunction, SubFunction
+from ..frontend.stager import Stager
+from ..frontend.values import Ref, is_static_number, lit_ref
+from ..ir.builder import current
+from ..ir.core import Atom, Block, Lit, Var
+from ..ir.rewrite import inline
+from ..ir.types import TensorType, dtype, int64, type_of_value
+from ..keys import value_key
+from ..ops import ad
+from ..ops import elementwise as E
+from ..ops import index as I
+from ..ops import shape as S
+from ..ops.control import LOOP_CHECKPOINT, for_loop
+from ..ops.derivs import zeros
+from ..passes.manager import optimize
+from ..tracebacks import BARE_RAISE_KEEPS_TRACEBACK, hide_internal_frames, public
+from ..transforms.fit import fit
+from ..transforms.jvp import forward_agrees, has_loops, jvp_emit, scalar_only
+from ..transforms.vjp import vjp_emit
+from ..tree import tree_flatten, tree_map, tree_unflatten
 
 
 def _bind(fn: Any, args: Sequence, kwargs: dict) -> tuple[list, dict]:
@@ -214,7 +215,7 @@ class Transform:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         try:
             return self.jitted()(*args, **kwargs)
-        except Exception as e:  # the API's boundary (``errors.public``, inline: no call)
+        except Exception as e:  # the API's boundary (``tracebacks.public``, inline: no call)
             hide_internal_frames(e)
             if BARE_RAISE_KEEPS_TRACEBACK:
                 raise
@@ -480,7 +481,7 @@ class _PythonVJP:
     again with ``ct``."""
 
     def __init__(self, fn: Callable, has_aux: bool):
-        from .api import Jitted
+        from ..api import Jitted
 
         self.fn, self.has_aux = fn, has_aux
         self.__name__ = f"vjp_{getattr(fn, '__name__', 'f')}"
@@ -505,7 +506,7 @@ class _PythonVJP:
         return out, aux, grads
 
     def __call__(self, *primals: Any) -> tuple:
-        from .api import run
+        from ..api import run
 
         def copied() -> tuple:  # fn may write to its arguments; the caller's stay as they are
             return tree_map(lambda x: x.copy() if isinstance(x, np.ndarray) else x, primals)
