@@ -16,7 +16,6 @@ import functools
 import inspect
 import io
 import operator
-import os
 import sys
 import threading
 import warnings
@@ -26,18 +25,15 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from . import numpy_api  # noqa: F401  (registers the NumPy mappings)
+from . import config, numpy_api  # noqa: F401  (numpy_api registers the NumPy mappings)
 from .backends import interp
 from .errors import (
-    BARE_RAISE_KEEPS_TRACEBACK,
     CompileError,
     ConcretizationError,
     InternalError,
     UnsupportedError,
     array_subclass,
-    hide_internal_frames,
     internal_errors,
-    public,
     warn_user,
 )
 from .frontend.lowering import has_ref
@@ -49,7 +45,8 @@ from .ir.core import Func
 from .ir.types import type_of_value
 from .ir.verify import verify
 from .keys import Registry, callable_key, value_key
-from .passes.manager import optimize, verifying
+from .passes.manager import optimize
+from .tracebacks import BARE_RAISE_KEEPS_TRACEBACK, hide_internal_frames, public
 from .tree import TreeDef, tree_flatten, tree_unflatten
 
 BACKENDS = ("interp", "c")
@@ -494,7 +491,7 @@ class Jitted:
     """A compiled function: staged once per argument signature, then run."""
 
     def __init__(self, fn: Callable, static_argnames: Sequence[str], backend: str | None):
-        backend = backend or os.environ.get("PULLBACK_BACKEND") or "c"
+        backend = backend or config.backend()
         if backend not in BACKENDS:
             raise ValueError(f"unknown backend {backend!r}; available: {', '.join(BACKENDS)}")
         if not callable(fn):
@@ -570,9 +567,9 @@ class Jitted:
         with internal_errors(self.fn):
             staged = stage(self.fn, sig, name, self._cells)
             staged.staged_func, staged.func = staged.func, optimize(staged.func)
-            if "ir" in os.environ.get("PULLBACK_DUMP", "").split(","):
+            if config.dumps("ir"):
                 print(staged.func)
-            if verifying():
+            if config.verifying():
                 verify(staged.func)
             _compile(staged, self.backend)
         return staged
@@ -628,7 +625,7 @@ class Jitted:
             if not kwargs:
                 spec.fast = _fast_entry(staged, sig, args) or spec.fast
             return result
-        except Exception as e:  # the API's boundary (``errors.public``, inline: no call)
+        except Exception as e:  # the API's boundary (``tracebacks.public``, inline: no call)
             hide_internal_frames(e)
             if BARE_RAISE_KEEPS_TRACEBACK:
                 raise

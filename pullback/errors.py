@@ -4,26 +4,22 @@ Every error the user can see names where it happened in *their* code: a ``Loc`` 
 carried by each IR equation and by each error, and the message shows the source line
 with a caret under the column.  Run-time faults of compiled code name the line of the
 equation that raised them (``at_run_time``), and errors leaving the public API show the
-program's frames, not pullback's (``public``; ``PULLBACK_TRACEBACK=full`` keeps them).
+program's frames, not pullback's (``tracebacks.public``).
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
 import inspect
 import linecache
 import os
 import sys
 import traceback
-import types
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
-
-from . import config
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -148,7 +144,8 @@ def users_call(fn: Callable, *args: Any, **kwargs: Any) -> Any:
         raise
 
 
-_PACKAGE = str(Path(__file__).resolve().parent)
+#: Where pullback's own files are: frames in them are pullback's, not the program's.
+PACKAGE = str(Path(__file__).resolve().parent)
 
 
 def _is_users(e: BaseException) -> bool:
@@ -163,7 +160,7 @@ def _is_users(e: BaseException) -> bool:
         return True
     frames = [(frame.f_code.co_filename, line)
               for frame, line in traceback.walk_tb(e.__traceback__)]
-    ours = [k for k, (file, _) in enumerate(frames) if file.startswith(_PACKAGE)]
+    ours = [k for k, (file, _) in enumerate(frames) if file.startswith(PACKAGE)]
     if not ours:
         return True  # raised before entering pullback
     k = ours[-1]
@@ -220,67 +217,10 @@ def at_run_time(e: BaseException, loc: Loc | None) -> BaseException:
     return e
 
 
-def _ours(tb: types.TracebackType) -> bool:
-    return tb.tb_frame.f_code.co_filename.startswith(_PACKAGE + os.sep)
-
-
-#: Python 3.11's bare ``raise`` re-raises with the traceback the exception holds; 3.10's
-#: restores the one it caught, so there ``raise e`` re-raises (showing that one frame).
-BARE_RAISE_KEEPS_TRACEBACK = sys.version_info >= (3, 11)
-
-
-def hide_internal_frames(e: BaseException) -> None:
-    """Leave in ``e``'s traceback only the frames outside pullback (the program's, and
-    what it called): an error leaving the API reads as the program's, as JAX filters its
-    tracebacks.  ``PULLBACK_TRACEBACK=full`` keeps every frame; an ``InternalError``
-    (a pullback bug) chains the original exception with its traceback whole."""
-    frames = list(_walk(e.__traceback__))
-    kept = [tb for tb in frames if not _ours(tb)]
-    if len(kept) == len(frames) or config.full_tracebacks():
-        return
-    tail = None
-    for tb in reversed(kept):
-        tail = types.TracebackType(tail, tb.tb_frame, tb.tb_lasti, tb.tb_lineno)
-    e.__traceback__ = tail
-    if not getattr(e, "_pullback_hidden", False):
-        with contextlib.suppress(AttributeError):
-            e._pullback_hidden = True  # type: ignore[attr-defined]
-            if sys.version_info >= (3, 11):  # on 3.10 the message would change
-                e.add_note("(pullback's internal frames are hidden from this traceback; "
-                           "PULLBACK_TRACEBACK=full shows them)")
-
-
 def warn_user(message: str, category: type[Warning] = RuntimeWarning) -> None:
     """Warn with the location of the program's innermost frame outside pullback (the
     call that led here), however deep in pullback this is."""
     frame, level = sys._getframe(1), 2  # stacklevel 2: the caller of warn_user
-    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE + os.sep):
+    while frame is not None and frame.f_code.co_filename.startswith(PACKAGE + os.sep):
         frame, level = frame.f_back, level + 1
     warnings.warn(message, category, stacklevel=level)
-
-
-def _walk(tb: types.TracebackType | None) -> Iterator[types.TracebackType]:
-    while tb is not None:
-        yield tb
-        tb = tb.tb_next
-
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def public(fn: F) -> F:
-    """An entry point of the API: what it raises leaves without pullback's frames (see
-    ``hide_internal_frames``).  The hottest entries (``Jitted.__call__``) do the same
-    inline, sparing a call."""
-
-    @functools.wraps(fn)
-    def entry(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except Exception as e:
-            hide_internal_frames(e)
-            if BARE_RAISE_KEEPS_TRACEBACK:
-                raise
-            raise e
-
-    return entry  # type: ignore[return-value]

@@ -27,7 +27,7 @@ def _files(e: BaseException) -> list[str]:
     return [frame.f_code.co_filename for frame, _ in traceback.walk_tb(e.__traceback__)]
 
 
-#: Python 3.10's re-raise shows the one line of pullback that re-raised (errors.public).
+#: Python 3.10's re-raise shows the one line of pullback that re-raised (tracebacks.public).
 BOUNDARY_FRAMES = 0 if sys.version_info >= (3, 11) else 1
 
 

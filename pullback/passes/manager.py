@@ -11,8 +11,7 @@ after each pass, naming the pass that broke it.
 
 from __future__ import annotations
 
-import os
-
+from .. import config
 from ..errors import VerifyError
 from ..ir.core import Func
 from ..ir.verify import verify
@@ -31,17 +30,12 @@ _ROUND: list[tuple[str, FunctionPass]] = [
 PIPELINE: list[tuple[str, FunctionPass]] = [("inline", inline), *_ROUND, ("licm", licm), *_ROUND]
 
 
-def verifying() -> bool:
-    """Whether ``PULLBACK_VERIFY`` asks for the verifier (any value but empty and 0)."""
-    return os.environ.get("PULLBACK_VERIFY", "") not in ("", "0")
-
-
 def optimize(func: Func, trace: list[tuple[str, Func]] | None = None) -> Func:
     """``func`` after every pass of ``PIPELINE`` (a new function; ``func`` is unchanged).
     The passes rewrite one private copy in place, which saves a copy per pass; ``trace``
     collects a copy of the IR after each pass."""
-    dump = "passes" in os.environ.get("PULLBACK_DUMP", "").split(",")
-    check = verifying()
+    dump = config.dumps("passes")
+    check = config.verifying()
     func = copy_func(func)
     for name, run in PIPELINE:
         run.in_place(func)

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import pullback as pb
+from pullback.config import verifying
 from pullback.errors import VerifyError
 from pullback.ir.builder import build_func
 from pullback.ir.core import Lit
@@ -14,7 +15,7 @@ from pullback.ir.printer import format_func
 from pullback.ir.types import TensorType, float64
 from pullback.ops import elementwise as E
 from pullback.passes import manager
-from pullback.passes.manager import PIPELINE, optimize, verifying
+from pullback.passes.manager import PIPELINE, optimize
 from pullback.passes.walk import FunctionPass
 
 from .passcheck import assert_same_outcome, count_eqns, golden, sample_args

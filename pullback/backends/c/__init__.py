@@ -19,7 +19,6 @@ library; a compiled function collected hands its kept memory back.
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 import weakref
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from ... import config
 from ...errors import at_run_time
 from ...ir.core import Func, Module
 from ...ir.types import StackType, TensorType
@@ -236,10 +236,9 @@ def source_of(func: Func) -> Source:
 def compile_func(func: Func) -> Compiled:
     """Native code for ``func``; raises ``Unsupported`` for what the backend lacks."""
     src = source_of(func)
-    dump = os.environ.get("PULLBACK_DUMP", "").split(",")
-    if "loops" in dump:
+    if config.dumps("loops"):
         print(src.loops)
-    if "c" in dump:
+    if config.dumps("c"):
         print(src.text)
     libraries = {name: text for name, (text, calls) in LIBRARIES.items()
                  if calls.search(src.text)}

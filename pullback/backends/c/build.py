@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING
 
 import numpy
 
+from ... import config
 from ...errors import CompileError
 from . import cache
 
@@ -198,13 +199,13 @@ _unusable: dict[str, str] = {}
 
 
 def _no_compiler_message() -> str:
-    command = os.environ.get("PULLBACK_CC", "cc")
+    command = config.compiler()
     return _unusable.get(command) or f"no working C compiler (`{command} --version` failed)"
 
 
 def _compiler() -> tuple[tuple[str, ...], str] | None:
     """The compiler command (its program resolved to a path) and its version line."""
-    command = os.environ.get("PULLBACK_CC", "cc")
+    command = config.compiler()
     return None if command in _unusable else _probe_compiler(command)
 
 
@@ -232,7 +233,7 @@ def _cflags() -> list[str]:
             f"-I{sysconfig.get_paths()['include']}",
             f"-I{_openblas() / 'include'}",
             f"-I{numpy.get_include()}",
-            *shlex.split(os.environ.get("PULLBACK_CFLAGS", ""))]
+            *config.cflags()]
 
 
 def openblas_library() -> Path:
@@ -281,7 +282,7 @@ def _check_builds_shared_libraries(argv: tuple[str, ...], cflags: tuple[str, ...
                    "it wrote nothing" if not made.exists() else
                    cache.shared_object_problem(made.read_bytes()))
     if problem is not None:
-        command = os.environ.get("PULLBACK_CC", "cc")
+        command = config.compiler()
         _unusable[command] = (f"`{command}` is not a working C compiler: it built no shared "
                               f"library from a one-line C file ({problem})")
         raise NoCompilerError(_unusable[command],
@@ -421,7 +422,7 @@ def choose_threading() -> None:
         return
     flags = re.search(r"^flags\s*:(.*)$", cpu, re.M)
     core = os.environ.get("OPENBLAS_CORETYPE", "")
-    choice = os.environ.get("PULLBACK_GEMM", "")
+    choice = config.gemm()
     packed = choice == "packed" or (choice != "blas" and flags is not None and
                                     "avx512f" in flags[1].split() and core != "" and
                                     not any(w.lower() in core.lower() for w in WIDE_CORES))

@@ -45,6 +45,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
 
+from ... import config
 from ...errors import CompileError
 
 CACHE_ENV = "PULLBACK_CACHE_DIR"
@@ -78,7 +79,7 @@ def key(*parts: object) -> str:
 def cache_dir() -> Path:
     """The cache directory ($PULLBACK_CACHE_DIR, else ~/.cache/pullback), made if absent
     and checked to be private; a temporary one where it cannot be written."""
-    path = Path(os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "pullback").expanduser()
+    path = config.cache_dir()
     fix = f"set {CACHE_ENV} to a directory of your own"
     try:
         path.mkdir(mode=0o700, parents=True, exist_ok=True)

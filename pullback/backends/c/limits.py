@@ -1,6 +1,6 @@
 """What compiled code may take of the machine, from the environment: how many threads
 (``PULLBACK_NUM_THREADS``) and how much freed memory compiled functions keep between
-calls (``PULLBACK_KEEP_MB``).  Read once per process, checked (a bad value is an error
+calls (``PULLBACK_KEEP_MB``).  Read once per process (``config``: a bad value is an error
 that names the variable, never a crash), and handed to the glue library, which every
 module shares, and to OpenBLAS.
 
@@ -17,7 +17,7 @@ import os
 import warnings
 from typing import Any
 
-from ...errors import CompileError
+from ... import config
 from . import build
 
 THREADS_ENV = "PULLBACK_NUM_THREADS"
@@ -30,30 +30,11 @@ THREADS_PER_CPU = 4
 KEEP_MB = 256
 
 
-class SettingError(CompileError):
-    """An environment variable of pullback's holds a value it cannot use."""
-
-
-def _whole_number(name: str, least: int) -> int | None:
-    """The environment variable name as an integer of at least least, None when unset."""
-    text = os.environ.get(name, "").strip()
-    if not text:
-        return None
-    try:
-        value = int(text)
-    except ValueError:
-        value = None
-    if value is None or value < least:
-        raise SettingError(f"{name}={os.environ[name]!r} is not a whole number of at least "
-                           f"{least}", hint=f"set {name} to such a number, or unset it")
-    return value
-
-
 @functools.cache
 def num_threads() -> int:
     """The thread count PULLBACK_NUM_THREADS asks for (0 when unset: OpenMP's and
     OpenBLAS's own defaults), lowered with a warning to THREADS_PER_CPU per CPU."""
-    wanted = _whole_number(THREADS_ENV, 1)
+    wanted = config.whole_number(THREADS_ENV, 1)
     if wanted is None:
         return 0
     most = THREADS_PER_CPU * (os.cpu_count() or 1)
@@ -67,7 +48,7 @@ def num_threads() -> int:
 @functools.cache
 def keep_bytes() -> int:
     """The bytes of freed memory all compiled functions may keep between calls."""
-    mib = _whole_number(KEEP_ENV, 0)
+    mib = config.whole_number(KEEP_ENV, 0)
     return (KEEP_MB if mib is None else mib) << 20
 
 

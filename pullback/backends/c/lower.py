@@ -18,10 +18,10 @@ there, before any kernel runs over it (``sizes``).  Ops without loop IR yet rais
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 
+from ... import config
 from ...ir.core import Atom, Block, Eqn, Func, Lit, Module, Var
 from ...ir.rewrite import free_vars
 from ...ir.types import StackType, TensorType, float32
@@ -960,9 +960,9 @@ class Lowering(MoreLowering, LinalgLowering, LapackLowering):
 def lower_module(module: Module) -> tuple[LoopModule, list[Eqn], list[Eqn]]:
     """The loop IR of ``module`` (the entry is ``pbf_0``), its fault sites and its
     prints, each in the order of their ids."""
-    if os.environ.get("PULLBACK_COLUMNS", "1") != "0":
+    if config.columns():
         module = split_columns(module)
-        if os.environ.get("PULLBACK_VERIFY", "") not in ("", "0"):
+        if config.verifying():
             from ...ir.verify import verify
             verify(module)
     low = ModuleLowering(module)

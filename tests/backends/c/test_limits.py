@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from pullback import config
 from pullback.backends.c import build, limits
 
 pytestmark = pytest.mark.skipif(not build.have_compiler(), reason="no C compiler")
@@ -110,7 +111,7 @@ def test_thread_counts_are_checked(monkeypatch, value):
     monkeypatch.setenv(limits.THREADS_ENV, value)
     limits.num_threads.cache_clear()
     try:
-        with pytest.raises(limits.SettingError, match=limits.THREADS_ENV):
+        with pytest.raises(config.SettingError, match=limits.THREADS_ENV):
             limits.num_threads()
     finally:
         limits.num_threads.cache_clear()
