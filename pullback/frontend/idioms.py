@@ -28,6 +28,7 @@ from ..ir.types import bool_
 from ..numpy_api.core import convert
 from ..ops import elementwise as E
 from .lowering import has_ref
+from .operators import BINOPS, COMPARE, dunder
 from .values import DynStr, Ref, is_static_number
 
 _MISSING = object()
@@ -35,12 +36,9 @@ _MISSING = object()
 # -- the operator module -------------------------------------------------------------
 
 #: ``operator`` functions that are a binary operator of the language, by stager name.
-_BINARY = ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and_",
-           "or_", "xor", "lshift", "rshift", "lt", "le", "gt", "ge", "eq", "ne")
+_BINARY = (*BINOPS.values(), *COMPARE.values())
 _UNARY = {"neg": "neg", "pos": "pos", "invert": "invert", "inv": "invert", "abs": "abs"}
-_INPLACE = {"i" + n.rstrip("_"): n for n in ("add", "sub", "mul", "truediv", "floordiv",
-                                              "mod", "pow", "matmul", "and_", "or_", "xor",
-                                              "lshift", "rshift")}
+_INPLACE = {"i" + dunder(n): n for n in BINOPS.values()}
 
 
 def _binary(name: str):

@@ -27,24 +27,13 @@ from ..ops import shape as S
 from .calls import CallMixin
 from .control import Choice, ControlMixin
 from .lowering import annotate, concrete, has_ref, lift, lower
+from .operators import BINOPS, COMPARE, SYMBOL, UNARY
 from .outside import Outside
 from .scope import Frame, defined_flag
 from .source import Source
 from .statements import StatementMixin
 from .values import DynStr, Ref, RefMethod, next_serial
 from .views import index_view, view_attribute
-
-BINOPS = {
-    ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "truediv",
-    ast.FloorDiv: "floordiv", ast.Mod: "mod", ast.Pow: "pow", ast.MatMult: "matmul",
-    ast.BitAnd: "and_", ast.BitOr: "or_", ast.BitXor: "xor", ast.LShift: "lshift",
-    ast.RShift: "rshift",
-}
-UNARY = {ast.USub: "neg", ast.UAdd: "pos", ast.Invert: "invert"}
-COMPARE = {
-    ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge", ast.Eq: "eq", ast.NotEq: "ne",
-}
-SYMBOL = {"lshift": "<<", "rshift": ">>"}
 
 
 class Stager(StatementMixin, ControlMixin, CallMixin):
@@ -419,8 +408,6 @@ class Stager(StatementMixin, ControlMixin, CallMixin):
         return self.make_function(node)
 
     def _comprehension(self, node: ast.AST, build: Callable[[list], Any]) -> Any:
-        from .scope import Frame
-
         names: set[str] = set()
         for g in node.generators:
             for t in ast.walk(g.target):

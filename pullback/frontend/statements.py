@@ -28,6 +28,7 @@ from ..ops import control as C
 from .control import ForForm, WhileForm
 from .iteration import Counted
 from .lowering import annotate, has_ref, lower
+from .operators import BINOPS
 from .scope import BROKE, CONTINUED, DEAD, RETURNED, RETVAL, loop_stores
 from .values import DynStr, Ref
 
@@ -347,8 +348,6 @@ class StatementMixin:
         users_call(operator.setitem, obj, idx, value)
 
     def stmt_AugAssign(self, node: ast.AugAssign) -> None:
-        from .stager import BINOPS
-
         name = BINOPS[type(node.op)]
         t = node.target
         if isinstance(t, ast.Name):
