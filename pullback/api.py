@@ -36,7 +36,7 @@ from .errors import (
     internal_errors,
     warn_user,
 )
-from .frontend.lowering import has_ref
+from .frontend.lifting import has_ref
 from .frontend.outside import Capture, Outside, current_inputs
 from .frontend.stager import Stager
 from .frontend.values import Ref, View

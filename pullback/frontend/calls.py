@@ -34,7 +34,7 @@ from .idioms import (
     sort_list,
 )
 from .iteration import Counted, enumerate_counted, range_counted, reversed_counted, zip_counted
-from .lowering import concrete, has_ref, lift, lower
+from .lifting import concrete, has_ref, lift, lower
 from .regions import Bottom
 from .scope import DEAD, RETURNED, RETVAL, Frame, stores
 from .source import Source, function_source

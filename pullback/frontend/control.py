@@ -22,7 +22,7 @@ from ..ops import control as C
 from ..ops import elementwise as E
 from ..tree import tree_flatten, tree_unflatten
 from .iteration import Counted
-from .lowering import tree_leaves_refs
+from .lifting import tree_leaves_refs
 from .regions import (
     Bottom,
     End,

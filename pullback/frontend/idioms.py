@@ -27,7 +27,7 @@ from ..ir.core import Atom, Lit
 from ..ir.types import bool_
 from ..numpy_api.core import convert
 from ..ops import elementwise as E
-from .lowering import has_ref
+from .lifting import has_ref
 from .operators import BINOPS, COMPARE, dunder
 from .values import DynStr, Ref, is_static_number
 

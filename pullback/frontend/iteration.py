@@ -16,7 +16,7 @@ from typing import Any
 from ..errors import ConcretizationError
 from ..ir.core import Lit
 from ..numpy_api import CALLABLES, OPERATORS
-from .lowering import lower
+from .lifting import lower
 from .values import Ref
 
 Value = Any

@@ -19,6 +19,7 @@ from ..errors import CompileError, Loc
 from ..ir.core import Atom, Lit
 from ..ir.types import TensorType, type_of_value
 from ..ops import shape as S
+from .lifting import tree_leaves_refs
 from .values import WRITE_LOGS, Ref, Undefined, is_static_number, next_serial
 
 
@@ -92,8 +93,6 @@ def run_region(stager, fn) -> End:
     logs.append(log)
     saved_region = stager.region
     start = stager.region = region_start(stager)
-    from .lowering import tree_leaves_refs
-
     try:
         try:
             value = fn()

@@ -13,7 +13,7 @@ import types
 from dataclasses import dataclass
 from functools import lru_cache
 
-from ..errors import Loc, UnsupportedError
+from ..errors import Loc, UnsupportedError, add_note
 
 
 @dataclass(frozen=True)
@@ -135,3 +135,15 @@ def function_source(fn: types.FunctionType) -> Source:
                     )
                 return Source(node, file, node.name)
     raise _no_source(fn, f"no definition found in {file!r} at line {first}")
+
+
+def annotate(e: BaseException, loc: Loc) -> None:
+    """Point a Python exception raised while staging at the user's line (the innermost
+    one: an ``InternalError`` names it too)."""
+    if getattr(e, "_pullback_loc", None) is not None:
+        return
+    try:
+        e._pullback_loc = loc
+    except AttributeError:  # exceptions without a __dict__
+        return
+    add_note(e, f"while compiling {loc.where()}")

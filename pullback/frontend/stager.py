@@ -26,11 +26,11 @@ from ..ops import elementwise as E
 from ..ops import shape as S
 from .calls import CallMixin
 from .control import Choice, ControlMixin
-from .lowering import annotate, concrete, has_ref, lift, lower
+from .lifting import concrete, has_ref, lift, lower
 from .operators import BINOPS, COMPARE, SYMBOL, UNARY
 from .outside import Outside
 from .scope import Frame, defined_flag
-from .source import Source
+from .source import Source, annotate
 from .statements import StatementMixin
 from .values import DynStr, Ref, RefMethod, next_serial
 from .views import index_view, view_attribute

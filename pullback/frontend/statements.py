@@ -27,9 +27,10 @@ from ..numpy_api.indexing import (
 from ..ops import control as C
 from .control import ForForm, WhileForm
 from .iteration import Counted
-from .lowering import annotate, has_ref, lower
+from .lifting import has_ref, lower
 from .operators import BINOPS
 from .scope import BROKE, CONTINUED, DEAD, RETURNED, RETVAL, loop_stores
+from .source import annotate
 from .values import DynStr, Ref
 
 _REFUSED = {

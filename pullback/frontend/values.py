@@ -26,6 +26,8 @@ from ..errors import ConcretizationError, Loc, UnsupportedError
 from ..ir.builder import as_atom
 from ..ir.core import Atom, Lit, Var
 from ..ir.types import TensorType
+from ..numpy_api import OPERATORS
+from .operators import BINOPS, UNARY, dunder
 
 #: The write logs of the dynamic regions being staged, innermost last.
 WRITE_LOGS: ContextVar[list[dict[Ref, Atom]]] = ContextVar("pullback_write_logs")
@@ -175,39 +177,32 @@ class Ref:
         return self.type.shape[0]
 
     def __iter__(self) -> Any:
-        from .views import index_view
-
         if not self.type.shape:
             raise TypeError("iteration over a 0-d array")
-        return (index_view(self, k) for k in range(self.type.shape[0]))
+        return (indexed(self, k, k, True) for k in range(self.type.shape[0]))
 
     __hash__ = object.__hash__
 
 
 def _operator(name: str, swap: bool = False) -> Callable:
     def method(self: Ref, other: Any = None) -> Any:
-        from ..numpy_api import OPERATORS
-        from .lowering import lift, lower
-
         if other is None and name in _UNARY:
-            return lift(OPERATORS[name](self.get()))
+            return Ref(OPERATORS[name](self.get()))
         if not isinstance(other, (Ref, bool, int, float, complex, np.generic, np.ndarray)):
             return NotImplemented
         fn = OPERATORS.get(name)
         if fn is None:
             return NotImplemented
         a, b = (other, self) if swap else (self, other)
-        return lift(fn(lower(a), lower(b)))
+        return Ref(fn(*(x.get() if isinstance(x, Ref) else x for x in (a, b))))
     return method
 
 
-_UNARY = ("neg", "pos", "abs", "invert")
-for _name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and",
-              "or", "xor", "lshift", "rshift"):
-    _op = _name + "_" if _name in ("and", "or") else _name
-    setattr(Ref, f"__{_name}__", _operator(_op))
-    setattr(Ref, f"__r{_name}__", _operator(_op, swap=True))
-for _name in ("lt", "le", "gt", "ge"):
+_UNARY = (*UNARY.values(), "abs")
+for _name in BINOPS.values():
+    setattr(Ref, f"__{dunder(_name)}__", _operator(_name))
+    setattr(Ref, f"__r{dunder(_name)}__", _operator(_name, swap=True))
+for _name in ("lt", "le", "gt", "ge"):  # (== and != keep identity, see above)
     setattr(Ref, f"__{_name}__", _operator(_name))
 for _name in _UNARY:
     setattr(Ref, f"__{_name}__", _operator(_name))
@@ -257,6 +252,33 @@ class View(Ref):
         if atom.type != self.type:
             raise TypeError(f"internal: view of {self.type} given {atom.type}")
         self.base.set(self.bwd(self.base.get(), atom))
+
+
+def _is_basic(idx: Any) -> bool:
+    items = idx if isinstance(idx, tuple) else (idx,)
+    for it in items:
+        if it is None or it is Ellipsis or isinstance(it, slice):
+            continue
+        if isinstance(it, (bool, np.bool_)):
+            return False
+        if isinstance(it, (int, np.integer)):
+            continue
+        if isinstance(it, Ref) and it.type.shape == () and it.type.dtype.is_int:
+            continue
+        return False
+    return True
+
+
+def indexed(ref: Ref, idx: Any, low: Any, static: bool) -> Ref:
+    """``ref[idx]``, where ``low`` is ``idx`` with its cells' IR values and ``static`` says
+    it holds no cell: basic indexing that keeps an array makes a view of ``ref``."""
+    out = OPERATORS["getitem"](ref.get(), low)
+    items = idx if isinstance(idx, tuple) else (idx,)
+    if ref.kind == "array" and _is_basic(idx) and (out.type.shape != () or Ellipsis in items):
+        return View(ref, lambda b: OPERATORS["getitem"](b, low),
+                    lambda b, new: OPERATORS["setitem"](b, low, new),
+                    native=(lambda a: a[idx]) if static else None)
+    return Ref(out, "scalar" if out.type.shape == () else "array")
 
 
 class Undefined:

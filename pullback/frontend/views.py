@@ -18,8 +18,8 @@ from ..errors import users_call
 from ..ir.core import Atom, Lit
 from ..numpy_api import ATTRIBUTES, CALLABLES, METHODS, OPERATORS
 from ..numpy_api.manip import reshape_to
-from .lowering import has_ref, lower
-from .values import Ref, View
+from .lifting import has_ref, lower
+from .values import Ref, View, indexed
 
 #: ndarray methods and NumPy functions whose result is a view of their first argument.
 VIEW_METHODS = {"transpose", "swapaxes", "reshape", "ravel", "squeeze"}
@@ -33,31 +33,8 @@ _READ_ONLY = {np.broadcast_to, np.diagonal, np.imag}  # imag: a real array's zer
 _READ_ONLY_METHODS = {"diagonal"}
 
 
-def _is_basic(idx: Any) -> bool:
-    items = idx if isinstance(idx, tuple) else (idx,)
-    for it in items:
-        if it is None or it is Ellipsis or isinstance(it, slice):
-            continue
-        if isinstance(it, (bool, np.bool_)):
-            return False
-        if isinstance(it, (int, np.integer)):
-            continue
-        if isinstance(it, Ref) and it.type.shape == () and it.type.dtype.is_int:
-            continue
-        return False
-    return True
-
-
 def index_view(ref: Ref, idx: Any) -> Ref:
-    low = lower(idx)
-    out = OPERATORS["getitem"](ref.get(), low)
-    items = idx if isinstance(idx, tuple) else (idx,)
-    basic = _is_basic(idx)
-    if ref.kind == "array" and basic and (out.type.shape != () or Ellipsis in items):
-        return View(ref, lambda b: OPERATORS["getitem"](b, low),
-                    lambda b, new: OPERATORS["setitem"](b, low, new),
-                    native=None if has_ref(idx) else lambda a: a[idx])
-    return Ref(out, "scalar" if out.type.shape == () else "array")
+    return indexed(ref, idx, lower(idx), not has_ref(idx))
 
 
 def _scatter_back(shape: tuple[int, ...], native: Callable[[np.ndarray], np.ndarray]

@@ -11,24 +11,12 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ConcretizationError, Loc, add_note
+from ..errors import ConcretizationError
 from ..ir.core import Lit, Var
 from ..tree import tree_leaves
 from .values import DynStr, Ref, lit_ref
 
 _VIEWS = (KeysView, ValuesView, ItemsView, set, frozenset)
-
-
-def annotate(e: BaseException, loc: Loc) -> None:
-    """Point a Python exception raised while staging at the user's line (the innermost
-    one: an ``InternalError`` names it too)."""
-    if getattr(e, "_pullback_loc", None) is not None:
-        return
-    try:
-        e._pullback_loc = loc
-    except AttributeError:  # exceptions without a __dict__
-        return
-    add_note(e, f"while compiling {loc.where()}")
 
 
 def lower(x: Any) -> Any:
