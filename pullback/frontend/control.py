@@ -21,6 +21,7 @@ from ..numpy_api.core import convert
 from ..ops import control as C
 from ..ops import elementwise as E
 from ..tree import tree_flatten, tree_unflatten
+from .interface import Staging
 from .iteration import Counted
 from .lifting import tree_leaves_refs
 from .regions import (
@@ -77,7 +78,7 @@ def _export_choice(x: Any, at: int, ends: list[End], slots: list[Slot]) -> Calla
     return lambda made: Choice(made[k], then(made), orelse(made))
 
 
-class ControlMixin:
+class ControlMixin(Staging):
     # -- branches -------------------------------------------------------------------
 
     def branch_value(self, pred: Atom, then_fn: Callable[[], Any],
@@ -495,7 +496,7 @@ class _Retry(Exception):
 class ForForm:
     """``for_loop(lo, hi, step)`` binding each index (or element) to the target."""
 
-    def __init__(self, stager, counted: Counted, bind: Callable[[Any], None],
+    def __init__(self, stager: Staging, counted: Counted, bind: Callable[[Any], None],
                  run_body: Callable[[], None]):
         self.stager, self.bind, self.run_body = stager, bind, run_body
         if counted.bounds is not None:
@@ -527,7 +528,7 @@ class WhileForm:
     """``while_loop`` on the carried flag ``.go``; the body recomputes it after the
     iteration, from the flags and the loop's test."""
 
-    def __init__(self, stager, run_body: Callable[[], None], test: Callable[[], Any],
+    def __init__(self, stager: Staging, run_body: Callable[[], None], test: Callable[[], Any],
                  go: str):
         self.stager, self.run_body, self.test, self.go = stager, run_body, test, go
 

@@ -27,6 +27,7 @@ from ..ir.core import Atom, Lit
 from ..ir.types import bool_
 from ..numpy_api.core import convert
 from ..ops import elementwise as E
+from .interface import Staging
 from .lifting import has_ref
 from .operators import BINOPS, COMPARE, dunder
 from .values import DynStr, Ref, is_static_number
@@ -53,16 +54,16 @@ def _inplace(name: str):
     return lambda st, a, b: st.inplace(name, a, b)
 
 
-def _truth(st, a):
+def _truth(st: Staging, a):
     t = st.truth(a)
     return t if isinstance(t, bool) else Ref(convert(t, bool_, True))
 
 
-def _contains(st, a, b):
+def _contains(st: Staging, a, b):
     return st.compare(ast.In(), b, a)
 
 
-def _setitem(st, a, b, c) -> None:
+def _setitem(st: Staging, a, b, c) -> None:
     st.setitem(a, b, c)
 
 
@@ -83,13 +84,13 @@ if hasattr(operator, "call"):  # Python 3.11+
         fn, list(args), kwargs)
 
 
-def _itemgetter(st, getter: operator.itemgetter, obj: Any) -> Any:
+def _itemgetter(st: Staging, getter: operator.itemgetter, obj: Any) -> Any:
     keys = getter.__reduce__()[1]
     got = tuple(st.getitem(obj, k) for k in keys)
     return got[0] if len(keys) == 1 else got
 
 
-def _attrgetter(st, getter: operator.attrgetter, obj: Any) -> Any:
+def _attrgetter(st: Staging, getter: operator.attrgetter, obj: Any) -> Any:
     got = []
     for dotted in getter.__reduce__()[1]:
         value = obj
@@ -99,7 +100,7 @@ def _attrgetter(st, getter: operator.attrgetter, obj: Any) -> Any:
     return got[0] if len(got) == 1 else tuple(got)
 
 
-def _methodcaller(st, caller: operator.methodcaller, obj: Any) -> Any:
+def _methodcaller(st: Staging, caller: operator.methodcaller, obj: Any) -> Any:
     made, args = caller.__reduce__()
     if isinstance(made, functools.partial):  # with keyword arguments
         name, kwargs = made.args[0], dict(made.keywords)
@@ -122,7 +123,7 @@ def _call_instance(handler: Any, fn: Any, st, *args: Any, **kwargs: Any) -> Any:
     return handler(st, fn, *args, **kwargs)
 
 
-def _reduce(st, function: Any, iterable: Any, initial: Any = _MISSING, /) -> Any:
+def _reduce(st: Staging, function: Any, iterable: Any, initial: Any = _MISSING, /) -> Any:
     items = st.unroll(iterable, None)
     if initial is _MISSING:
         if not items:
@@ -151,7 +152,7 @@ def _is_sequence_pair(a: Any, b: Any) -> bool:
         (isinstance(a, list) and isinstance(b, list))
 
 
-def _leaf_compare(st, a: Any, b: Any, op: str) -> bool | Atom:
+def _leaf_compare(st: Staging, a: Any, b: Any, op: str) -> bool | Atom:
     if isinstance(a, (Ref, DynStr)) or isinstance(b, (Ref, DynStr)):
         return st.truth(st.binop(op, a, b))
     if has_ref(a) or has_ref(b):
@@ -161,7 +162,7 @@ def _leaf_compare(st, a: Any, b: Any, op: str) -> bool | Atom:
     return bool(users_call(getattr(operator, op), a, b))
 
 
-def equal(st, a: Any, b: Any) -> bool | Atom:
+def equal(st: Staging, a: Any, b: Any) -> bool | Atom:
     """Python's ``a == b`` as a truth, as tuples compare their items (identity first)."""
     if a is b:
         return True
@@ -177,7 +178,7 @@ def equal(st, a: Any, b: Any) -> bool | Atom:
     return _leaf_compare(st, a, b, "eq")
 
 
-def compare(st, a: Any, b: Any, op: str) -> bool | Atom:
+def compare(st: Staging, a: Any, b: Any, op: str) -> bool | Atom:
     """Python's ``a < b`` (``op`` 'lt') or ``a > b`` ('gt') as a truth: a bool when the
     compile-time parts decide it, else a run-time bool.  Sequences compare at their
     first unequal items, which are the only ones Python compares with ``op``."""
@@ -213,7 +214,7 @@ class _SortKey:
         return t
 
 
-def ordered(st, items: list, key: Any, reverse: Any) -> list:
+def ordered(st: Staging, items: list, key: Any, reverse: Any) -> list:
     """``sorted(items, key=key, reverse=reverse)``, comparisons made at compile time."""
     keys = items if key is None else [st.call(key, [x], {}) for x in items]
     flip = st.static_value(reverse, "sorted()'s reverse=") if isinstance(reverse, Ref) \
@@ -222,11 +223,11 @@ def ordered(st, items: list, key: Any, reverse: Any) -> list:
     return [items[k] for k in order]
 
 
-def _sorted(st, iterable: Any, /, *, key: Any = None, reverse: Any = False) -> list:
+def _sorted(st: Staging, iterable: Any, /, *, key: Any = None, reverse: Any = False) -> list:
     return st.new(ordered(st, st.unroll(iterable, None), key, reverse))
 
 
-def sort_list(st, items: list, *, key: Any = None, reverse: Any = False) -> None:
+def sort_list(st: Staging, items: list, *, key: Any = None, reverse: Any = False) -> None:
     """``items.sort(key=..., reverse=...)`` in place."""
     items[:] = ordered(st, list(items), key, reverse)
 
@@ -237,7 +238,7 @@ def _extreme(name: str):
     item at run time.  Plain numbers and arrays stay with the NumPy mapping."""
     op = "lt" if name == "min" else "gt"
 
-    def fn(st, *args, key: Any = None, default: Any = _MISSING):
+    def fn(st: Staging, *args, key: Any = None, default: Any = _MISSING):
         if key is None and _numbers_only(args):
             return NotImplemented
         if len(args) > 1 and default is not _MISSING:
@@ -280,7 +281,7 @@ def _require_dataclass(obj: Any, what: str) -> None:
         raise TypeError(f"{what}() should be called on dataclass instances")
 
 
-def _replace(st, obj: Any, /, **changes: Any) -> Any:
+def _replace(st: Staging, obj: Any, /, **changes: Any) -> Any:
     _require_dataclass(obj, "replace")
     for f in dataclasses.fields(obj):
         if not f.init:
@@ -293,7 +294,7 @@ def _replace(st, obj: Any, /, **changes: Any) -> Any:
     return st.call(type(obj), [], changes)
 
 
-def _deep_copy(st, obj: Any, factory: Any, as_dict: bool) -> Any:
+def _deep_copy(st: Staging, obj: Any, factory: Any, as_dict: bool) -> Any:
     """``dataclasses``' recursive conversion: dataclasses become ``factory`` of their
     fields, containers are rebuilt, arrays copied, other values deep-copied."""
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
@@ -319,12 +320,12 @@ def _deep_copy(st, obj: Any, factory: Any, as_dict: bool) -> Any:
     return users_call(copy.deepcopy, obj)
 
 
-def _asdict(st, obj: Any, *, dict_factory: Any = dict) -> Any:
+def _asdict(st: Staging, obj: Any, *, dict_factory: Any = dict) -> Any:
     _require_dataclass(obj, "asdict")
     return _deep_copy(st, obj, dict_factory, True)
 
 
-def _astuple(st, obj: Any, *, tuple_factory: Any = tuple) -> Any:
+def _astuple(st: Staging, obj: Any, *, tuple_factory: Any = tuple) -> Any:
     _require_dataclass(obj, "astuple")
     return _deep_copy(st, obj, tuple_factory, False)
 
@@ -333,14 +334,14 @@ def _astuple(st, obj: Any, *, tuple_factory: Any = tuple) -> Any:
 NAMEDTUPLE_REPLACE = collections.namedtuple("_Probe", "a")._replace.__code__
 
 
-def namedtuple_replace(st, obj: Any, /, **changes: Any) -> Any:
+def namedtuple_replace(st: Staging, obj: Any, /, **changes: Any) -> Any:
     values = [changes.pop(name, v) for name, v in zip(obj._fields, obj, strict=True)]
     if changes:
         raise ValueError(f"Got unexpected field names: {list(changes)!r}")
     return users_call(type(obj)._make, values)
 
 
-SPECIAL = {
+IDIOMS = {
     **OPERATOR_FUNCTIONS,
     functools.reduce: _reduce,
     sorted: _sorted,

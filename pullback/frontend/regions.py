@@ -10,6 +10,7 @@ result of the region's block.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +20,7 @@ from ..errors import CompileError, Loc
 from ..ir.core import Atom, Lit
 from ..ir.types import TensorType, type_of_value
 from ..ops import shape as S
+from .interface import Staging
 from .lifting import tree_leaves_refs
 from .values import WRITE_LOGS, Ref, Undefined, is_static_number, next_serial
 
@@ -75,11 +77,11 @@ class Slot:
     aliases: list[Ref] = field(default_factory=list)  # arrays the result may share memory with
 
 
-def region_start(stager) -> int:
+def region_start(stager: Staging) -> int:
     return next_serial()
 
 
-def run_region(stager, fn) -> End:
+def run_region(stager: Staging, fn: Callable[[], Any]) -> End:
     """Run ``fn`` (it stages into the current block) and put the entry state back."""
     frame = stager.frame
     entry_vars = dict(frame.vars)

@@ -2,17 +2,20 @@
 
 A name is local to a function when the function assigns it anywhere (Python decides
 this at compile time, and so do we); other names come from enclosing staged functions,
-the function's closure cells, its globals, then builtins.
+the function's closure cells, its globals, then builtins.  A ``def`` or ``lambda``
+evaluated while staging closes over its frame (``StagedFunction``).
 """
 
 from __future__ import annotations
 
 import ast
 import builtins
+import inspect
 from collections.abc import Callable
 from typing import Any
 
 from ..errors import Loc, UnsupportedError
+from .source import Source
 from .values import Undefined
 
 #: Pseudo-variables that carry control flow through branches and loops.
@@ -107,6 +110,28 @@ def loop_stores(stmts: list[ast.stmt]) -> set[str]:
     for s in stmts:
         names |= _own_loop_flags(s)
     return names
+
+
+_LOCALS: dict[int, tuple[ast.AST, set[str], dict[str, str]]] = {}  # by id of the node
+
+
+def local_names(src: Source) -> tuple[set[str], dict[str, str]]:
+    """The names local to a function (its parameters and what it assigns), and those it
+    declares ``global`` or ``nonlocal``."""
+    node = src.node
+    hit = _LOCALS.get(id(node))
+    if hit is None or hit[0] is not node:
+        a = node.args
+        params = {x.arg for x in [*a.posonlyargs, *a.args, *a.kwonlyargs]}
+        params |= {x.arg for x in (a.vararg, a.kwarg) if x is not None}
+        if isinstance(node, ast.Lambda):
+            body_stores = stores([ast.Expr(node.body)])
+        else:
+            body_stores = stores(node.body)
+        names = (params | body_stores.names) - set(body_stores.declared)
+        hit = (node, names, body_stores.declared)
+        _LOCALS[id(node)] = hit
+    return hit[1], hit[2]
 
 
 def _own_loop_flags(node: ast.AST) -> set[str]:
@@ -209,3 +234,32 @@ class Frame:
             raise UnsupportedError(f"'{name}' {v.why}", v.loc,
                                    hint=f"assign '{name}' before the branch or loop")
         return v
+
+
+class StagedFunction:
+    """A ``def`` or ``lambda`` evaluated while staging: its AST, defaults, and the frame
+    it closes over (read when called, as Python's closures are)."""
+
+    def __init__(self, src: Source, frame: Frame, defaults: list, kw_defaults: dict):
+        self.src = src
+        self.frame = frame
+        args = src.node.args
+        params = []
+        kinds = inspect.Parameter
+        pos = [*args.posonlyargs, *args.args]
+        first_default = len(pos) - len(defaults)
+        for k, a in enumerate(pos):
+            kind = kinds.POSITIONAL_ONLY if k < len(args.posonlyargs) else \
+                kinds.POSITIONAL_OR_KEYWORD
+            d = defaults[k - first_default] if k >= first_default else kinds.empty
+            params.append(kinds(a.arg, kind, default=d))
+        if args.vararg:
+            params.append(kinds(args.vararg.arg, kinds.VAR_POSITIONAL))
+        for a in args.kwonlyargs:
+            params.append(kinds(a.arg, kinds.KEYWORD_ONLY,
+                                default=kw_defaults.get(a.arg, kinds.empty)))
+        if args.kwarg:
+            params.append(kinds(args.kwarg.arg, kinds.VAR_KEYWORD))
+        self.signature = inspect.Signature(params)
+        self.__name__ = src.name
+        self.__qualname__ = src.name

@@ -26,17 +26,19 @@ from ..ops import elementwise as E
 from ..ops import shape as S
 from .calls import CallMixin
 from .control import Choice, ControlMixin
+from .iteration import Counted, range_counted
 from .lifting import concrete, has_ref, lift, lower
 from .operators import BINOPS, COMPARE, SYMBOL, UNARY
 from .outside import Outside
 from .scope import Frame, defined_flag
 from .source import Source, annotate
 from .statements import StatementMixin
+from .subfunction import SubFunctionMixin
 from .values import DynStr, Ref, RefMethod, next_serial
 from .views import index_view, view_attribute
 
 
-class Stager(StatementMixin, ControlMixin, CallMixin):
+class Stager(StatementMixin, ControlMixin, CallMixin, SubFunctionMixin):
     """Stages one top-level call; ``frame`` and ``src`` follow the user's call stack."""
 
     MAX_UNROLL = 1000
@@ -59,9 +61,6 @@ class Stager(StatementMixin, ControlMixin, CallMixin):
         self.deferred: Exception | None = None  # the last error moved to run time
         self.in_rules: list = []  # custom-derivative functions whose rules are staged
         self.outside: Outside | None = None  # reads of globals and closure cells
-
-    def new_serial(self) -> int:
-        return next_serial()
 
     # -- locations and dispatch -----------------------------------------------------
 
@@ -229,7 +228,7 @@ class Stager(StatementMixin, ControlMixin, CallMixin):
         if isinstance(node, ast.BoolOp):
             out = self._boolop(isinstance(node.op, ast.And),
                                [lambda n=n: self._truth_value(n) for n in node.values],
-                               self._truth_cell)
+                               self.truth_cell)
             return out.get() if isinstance(out, Ref) else out
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
             t = self.test(node.operand)
@@ -240,7 +239,7 @@ class Stager(StatementMixin, ControlMixin, CallMixin):
         t = self.test(node)
         return t if isinstance(t, bool) else Ref(t)
 
-    def _truth_cell(self, v: Any) -> Ref:
+    def truth_cell(self, v: Any) -> Ref:
         """A truth as a NumPy bool cell, so static and run-time truths merge."""
         t = self.truth(v)
         return Ref(Lit(np.bool_(t))) if isinstance(t, bool) else Ref(t)
@@ -354,6 +353,34 @@ class Stager(StatementMixin, ControlMixin, CallMixin):
             else:
                 out.append(self.eval(n))
         return out
+
+    def iterable(self, v: Any, node: ast.AST | None) -> Counted | list:
+        """What ``for`` iterates: a ``Counted`` (may stay rolled) or a static list."""
+        if isinstance(v, Counted):
+            return v
+        if isinstance(v, range):
+            return range_counted(v.start, v.stop, v.step)
+        if isinstance(v, Ref):
+            shape = v.type.shape
+            if not shape:
+                raise TypeError("iteration over a 0-d array")
+            return Counted(shape[0], lambda k: self.getitem(v, k))
+        if isinstance(v, DynStr):
+            raise ConcretizationError("cannot iterate over an f-string of run-time values")
+        if isinstance(v, dict):
+            return list(v)
+        try:
+            return list(v)
+        except TypeError:
+            raise TypeError(f"'{type(v).__name__}' object is not iterable") from None
+
+    def unroll(self, v: Any, node: ast.AST | None) -> list:
+        it = self.iterable(v, node)
+        items = it.items() if isinstance(it, Counted) else it
+        if len(items) > self.MAX_UNROLL:
+            raise UnsupportedError(f"more than {self.MAX_UNROLL} items to unroll at compile "
+                                   "time", hint="use a rolled for loop over range()")
+        return items
 
     def expr_Tuple(self, node: ast.Tuple) -> tuple:
         return tuple(self.elements(node.elts))

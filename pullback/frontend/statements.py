@@ -26,12 +26,13 @@ from ..numpy_api.indexing import (
 )
 from ..ops import control as C
 from .control import ForForm, WhileForm
+from .interface import Staging
 from .iteration import Counted
 from .lifting import has_ref, lower
 from .operators import BINOPS
 from .scope import BROKE, CONTINUED, DEAD, RETURNED, RETVAL, loop_stores
 from .source import annotate
-from .values import DynStr, Ref
+from .values import DynStr, Ref, next_serial
 
 _REFUSED = {
     "AsyncFunctionDef": "async functions", "AsyncFor": "async for", "AsyncWith": "async with",
@@ -56,7 +57,7 @@ def _updated(name: str, a: Any, b: Any) -> Any:
     return r
 
 
-class StatementMixin:
+class StatementMixin(Staging):
     def exec_block(self, stmts: list[ast.stmt]) -> None:
         for k, stmt in enumerate(stmts):
             flow, names = self.flow()
@@ -434,11 +435,11 @@ class StatementMixin:
                 t = self.test(node.test)
             else:  # a break or return decided at run time: go on only where none happened
                 t = self.branch_value(flow, lambda: False,
-                                      lambda: self._truth_cell(self.test(node.test))).get()
+                                      lambda: self.truth_cell(self.test(node.test))).get()
             if t is False:
                 break
             if t is not True:
-                go = f".go{self.new_serial()}"
+                go = f".go{next_serial()}"
                 self.frame.vars[go] = Ref(convert(t, bool_, True))
                 form = WhileForm(self, lambda: self.exec_block(node.body),
                                  lambda: self.eval(node.test), go)
@@ -500,7 +501,7 @@ class StatementMixin:
         self.assign(node.target, it.at(n - 1))
 
     def _while_counted(self, it: Counted, names, bind, body, n: int | None) -> None:
-        serial = self.new_serial()
+        serial = next_serial()
         k, go = f".k{serial}", f".go{serial}"
         self.frame.vars[k] = Ref(Lit(0, type_of_value(0)))
         length = it.length

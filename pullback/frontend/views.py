@@ -18,6 +18,7 @@ from ..errors import users_call
 from ..ir.core import Atom, Lit
 from ..numpy_api import ATTRIBUTES, CALLABLES, METHODS, OPERATORS
 from ..numpy_api.manip import reshape_to
+from .interface import Staging
 from .lifting import has_ref, lower
 from .values import Ref, View, indexed
 
@@ -70,7 +71,7 @@ def view_call(ref: Ref, name: str, mapping: Callable, args: list, kwargs: dict,
     return View(ref, fwd, _scatter_back(shape, native), native=native if static else None)
 
 
-def view_attribute(stager: Any, ref: Ref, name: str) -> Ref | None:
+def view_attribute(stager: Staging, ref: Ref, name: str) -> Ref | None:
     if name == "real" and ref.kind == "array":  # a real array's real part is itself
         return ref
     if name == "imag":
