@@ -22,6 +22,7 @@ import pytest
 
 import pullback as pb
 from programs.p_recursion import adaptive_simpson
+from pullback.derivatives.jacobians import FORWARD_JACOBIAN
 
 Argnums = int | tuple[int, ...]
 
@@ -1036,13 +1037,13 @@ def test_jacfwd_in_one_pass_of_lanes_and_in_a_rolled_loop():
             k += 1
         return x[:2] * s
 
-    for n in (1, 3, pb.derivatives.FORWARD_JACOBIAN, pb.derivatives.FORWARD_JACOBIAN + 4):
+    for n in (1, 3, FORWARD_JACOBIAN, FORWARD_JACOBIAN + 4):
         x = np.linspace(-0.8, 0.9, n)
         for argnums in (0, (0, 1)):
             got, want = (pb.jit(jac(f, argnums))(x, 0.3) for jac in (pb.jacfwd, pb.jacrev))
             assert_tree_close(got, want, 1e-12, f"jacfwd, {n} inputs")
         ir = str(pb.make_ir(pb.jacfwd(f))(x, 0.3))
-        assert ("for_loop" in ir) == (n > pb.derivatives.FORWARD_JACOBIAN)
+        assert ("for_loop" in ir) == (n > FORWARD_JACOBIAN)
     for jac in (pb.jacfwd, pb.jacrev):
         assert jac(lambda x: np.sum(x) * np.ones(2))(np.zeros(0)).shape == (2, 0)
         assert jac(lambda x: x[:0] * 2.0)(np.ones(3)).shape == (0, 3)
