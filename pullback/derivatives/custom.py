@@ -9,8 +9,8 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from ..errors import CompileError
-from ..frontend.subfunction import SubFunction
 from ..frontend.stager import Stager
+from ..frontend.subfunction import SubFunction
 from ..frontend.values import Ref
 from ..ir.builder import current
 from ..ir.core import Atom, Block, Var

@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import CompileError
-from ..frontend.subfunction import SubFunction
 from ..frontend.stager import Stager
+from ..frontend.subfunction import SubFunction
 from ..frontend.values import Ref
 from ..ir.core import Atom, Lit
 from ..keys import value_key

@@ -9,8 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from ..frontend.subfunction import SubFunction
 from ..frontend.stager import Stager
+from ..frontend.subfunction import SubFunction
 from ..frontend.values import Ref
 from ..ir.builder import current
 from ..ir.core import Atom, Lit

@@ -11,8 +11,8 @@ import numpy as np
 
 from ..api import Jitted, run
 from ..errors import CompileError
-from ..frontend.subfunction import SubFunction
 from ..frontend.stager import Stager
+from ..frontend.subfunction import SubFunction
 from ..frontend.values import Ref
 from ..ir.builder import current
 from ..ir.core import Atom

@@ -16,8 +16,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..api import Jitted
-from ..frontend.subfunction import SubFunction
 from ..frontend.stager import Stager
+from ..frontend.subfunction import SubFunction
 from ..passes.manager import optimize
 from ..tracebacks import BARE_RAISE_KEEPS_TRACEBACK, hide_internal_frames, public
 from .arguments import Args, bind, resolve_argnums, runtime_floats
