@@ -2,11 +2,16 @@
 ``jacfwd``, ``jacrev``, ``hessian``, ``custom_vjp``, ``custom_jvp``, ``stop_gradient``,
 ``checkpoint``, ``checkpoint_loops``.
 
-``transform`` holds what they share (compiled alone from plain Python, staged in place
-from staged code), ``arguments`` how arguments become operands and derivatives come
-back in their structure; then one module per kind of transform: ``gradients``,
-``forward`` (jvp), ``reverse`` (vjp), ``jacobians`` (with ``lanes``, the one-pass forward
-mode they and ``grad`` may choose), ``custom`` (user rules) and ``steering``.
+One module per concern:
+
+* ``transform``: what every transform is (compiled alone from plain Python, staged in
+  place from staged code) and how it stages the function it transforms;
+* ``arguments``: how arguments become operands, and derivatives come back in their
+  structure;
+* ``gradients`` (grad, value_and_grad), ``forward`` (jvp), ``reverse`` (vjp) and
+  ``jacobians`` (jacfwd, jacrev, hessian); ``lanes``: forward mode with one lane per
+  input scalar, which ``grad`` and ``jacfwd`` choose where it is cheaper;
+* ``custom`` (user-written rules) and ``steering`` (stop_gradient, checkpoints).
 """
 
 from .custom import custom_jvp, custom_vjp
