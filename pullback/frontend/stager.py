@@ -2,8 +2,10 @@
 
 It walks a function's AST with a ``Frame`` of abstract values: static Python objects are
 simply computed, dynamic values (``Ref`` cells) become IR emitted into the current
-builder.  Expressions are here; statements, control flow and calls are mixins in
-``statements.py``, ``control.py`` and ``calls.py``.
+builder.  Expressions and values are here; statements, control flow, calls and
+functions staged on their own are mixins in ``statements.py``, ``control.py``,
+``calls.py`` and ``subfunction.py``, which use each other only through ``Staging``
+(``interface.py``).
 """
 
 from __future__ import annotations
