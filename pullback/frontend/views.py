@@ -1,9 +1,9 @@
 """Which NumPy operations return views, and how a write through one reaches its base.
 
 Basic indexing writes back with ``setitem`` (``values.indexed``, which cells iterated
-by native Python use too); axis permutations (``.T``, ``transpose``,
-``swapaxes``, ``moveaxis``) and reshapes scatter the view's elements back to the
-positions they came from, found by applying the same NumPy call to ``arange``.
+by native Python use too); axis permutations (``.T``, ``transpose``, ``swapaxes``,
+``moveaxis``) and reshapes scatter the view's elements back to the positions they came
+from, found by applying the same NumPy call to ``arange``.
 ``reshape``/``ravel`` are views only when the base is contiguous; of a strided array
 NumPy may copy or not, so the result is entangled with the base instead.
 """
