@@ -303,6 +303,7 @@ def _is_namedtuple(cls: type) -> bool:
     return issubclass(cls, tuple) and hasattr(cls, "_fields")
 
 
+#: Callables the frontend stages itself rather than by a NumPy mapping or their source.
 _HANDLERS = {**BUILTINS, **IDIOMS}
 
 #: NumPy calls whose 0-d results are arrays, not NumPy scalars.
