@@ -504,9 +504,9 @@ class Jitted:
         run their IR on the interpreter."""
         if self.backend != "c" or hasattr(self.fn, "__pb_stage__"):
             return False
-        from .backends.c import build
+        from .backends.c.build import compiler
 
-        return not build.have_compiler()
+        return not compiler.have_compiler()
 
     def __get__(self, obj: Any, objtype: Any = None) -> Any:
         return self if obj is None else functools.partial(self, obj)

@@ -13,7 +13,7 @@ import pytest
 
 import pullback as pb
 from pullback import backends, config
-from pullback.backends.c import long_builds
+from pullback.backends.c.build import long_builds
 
 X = np.array([0.5, -1.5, 2.0])
 

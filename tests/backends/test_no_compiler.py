@@ -13,7 +13,7 @@ import pytest
 
 import pullback as pb
 from pullback.backends import interp
-from pullback.backends.c import build
+from pullback.backends.c.build import compiler
 
 X = np.array([0.5, -1.5, 2.0])
 
@@ -22,11 +22,11 @@ X = np.array([0.5, -1.5, 2.0])
 def no_compiler(monkeypatch):
     monkeypatch.delenv("PULLBACK_BACKEND", raising=False)
     monkeypatch.setenv("PULLBACK_CC", "/nonexistent/pullback-cc")
-    build.warn_no_compiler_once.cache_clear()
+    compiler.warn_no_compiler_once.cache_clear()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         yield caught
-    build.warn_no_compiler_once.cache_clear()
+    compiler.warn_no_compiler_once.cache_clear()
 
 
 @pytest.fixture

@@ -17,12 +17,12 @@ import numpy as np
 import pytest
 
 import pullback as pb
-from pullback.backends.c import build
+from pullback.backends.c.build import compiler
 
 BACKENDS = ("interp", "c")
 EPS = 1e-6
 LinAlgError = np.linalg.LinAlgError
-needs_cc = pytest.mark.skipif(not build.have_compiler(), reason="no C compiler")
+needs_cc = pytest.mark.skipif(not compiler.have_compiler(), reason="no C compiler")
 
 
 def arr(*shape, seed=0, dt=np.float64):

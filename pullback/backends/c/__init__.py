@@ -32,15 +32,15 @@ from ...errors import at_run_time
 from ...ir.core import Func, Module
 from ...ir.types import StackType, TensorType
 from ...ops.control import CHECK_EXCEPTIONS
-from . import limits
-from .build import NoCompilerError, build_module, choose_threading, warn_no_compiler_once
-from .codegen import generate
-from .long_builds import check_size, reported
-from .loop_ir import LoopModule, Unsupported, ctype
-from .loop_print import format_module
-from .lower import lower_module
+from .build.compiler import NoCompilerError, build_module, choose_threading, warn_no_compiler_once
+from .build.long_builds import check_size, reported
+from .call import limits
+from .emit.codegen import generate
+from .loops.ir import LoopModule, Unsupported, ctype
+from .loops.printer import format_module
+from .lower.lowering import lower_module
 
-_HERE = Path(__file__).parent
+_HERE = Path(__file__).parent / "runtime"
 #: The headers of modules and runtime libraries.
 HEADERS = {name: (_HERE / name).read_text() for name in ("runtime.h", "kernels.h")}
 #: The runtime libraries modules link, and what a module calls that needs each: the

@@ -1,4 +1,4 @@
-"""A separate process for the cache tests, and the tiny extension module they build.
+"""A separate process for the cache tests, and the tiny extension module they compiler.
 
 `python build_child.py load NAME [BARRIER_DIR PARTIES]` builds (or loads from the cache)
 the module NAME and prints JSON: add(1.5, 2.0) and the seconds build_module took. With a
@@ -17,7 +17,7 @@ import warnings
 from array import array
 from pathlib import Path
 
-from pullback.backends.c import build
+from pullback.backends.c.build import compiler
 
 HEADERS = {"offset.h": "#ifndef OFFSET\n#define OFFSET 0.0\n#endif\n"}
 
@@ -59,7 +59,7 @@ def load(name: str, barrier: list[str]) -> None:
     if barrier:
         _wait(Path(barrier[0]), int(barrier[1]))
     start = time.perf_counter()
-    module = build.build_module(add_source(name), name, headers=HEADERS)
+    module = compiler.build_module(add_source(name), name, headers=HEADERS)
     seconds = time.perf_counter() - start
     print(json.dumps({"result": module.f(array("d", [1.5, 2.0])), "seconds": seconds}))
 
@@ -85,14 +85,14 @@ LIBRARIES = {"pbtwice": "double pb_t_twice(double x) { return 2 * x; }\n",
 
 
 def linked_module(name: str):
-    return build.build_module(module_source(name, "", _LINKED), name, libraries=LIBRARIES)
+    return compiler.build_module(module_source(name, "", _LINKED), name, libraries=LIBRARIES)
 
 
 def warn() -> None:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        build.warn_no_compiler_once()
-        build.warn_no_compiler_once()
+        compiler.warn_no_compiler_once()
+        compiler.warn_no_compiler_once()
     print(json.dumps({"warnings": [str(w.message) for w in caught]}))
 
 

@@ -14,13 +14,13 @@ import numpy as np
 import pytest
 
 import pullback as pb
-from pullback.backends.c import build, cache
+from pullback.backends.c.build import cache, compiler
 
 from .build_child import HEADERS, add_source, linked_module, module_source
 
 CHILD = Path(__file__).with_name("build_child.py")
 
-needs_cc = pytest.mark.skipif(not build.have_compiler(), reason="no C compiler")
+needs_cc = pytest.mark.skipif(not compiler.have_compiler(), reason="no C compiler")
 
 
 @pytest.fixture
@@ -61,9 +61,9 @@ def add(module, x: float, y: float) -> float:
 
 @needs_cc
 def test_build_load_run_and_memoise(cache_dir):
-    module = build.build_module(add_source("pb_t_add"), "pb_t_add", headers=HEADERS)
+    module = compiler.build_module(add_source("pb_t_add"), "pb_t_add", headers=HEADERS)
     assert add(module, 1.5, 2.0) == 3.5
-    assert build.build_module(add_source("pb_t_add"), "pb_t_add", headers=HEADERS) is module
+    assert compiler.build_module(add_source("pb_t_add"), "pb_t_add", headers=HEADERS) is module
     assert cache_dir.stat().st_mode & 0o777 == 0o700
     so = entry(cache_dir)
     assert module.__file__ == str(so)
@@ -73,27 +73,27 @@ def test_build_load_run_and_memoise(cache_dir):
 
 @needs_cc
 def test_compiler_probes_are_cached_on_disk(cache_dir, monkeypatch):
-    build._probed.cache_clear()
-    build.build_module(add_source("pb_t_probe1"), "pb_t_probe1", headers=HEADERS)
+    compiler._probed.cache_clear()
+    compiler.build_module(add_source("pb_t_probe1"), "pb_t_probe1", headers=HEADERS)
     assert len(list(cache_dir.glob("probes-*.json"))) == 1
 
     def no_probe(*args):
         raise AssertionError("probed again")
 
-    build._probed.cache_clear()  # as in a new process
-    monkeypatch.setattr(build, "_rejected_flags", no_probe)
-    monkeypatch.setattr(build, "_has_vector_math", no_probe)
-    module = build.build_module(add_source("pb_t_probe2"), "pb_t_probe2", headers=HEADERS)
+    compiler._probed.cache_clear()  # as in a new process
+    monkeypatch.setattr(compiler, "_rejected_flags", no_probe)
+    monkeypatch.setattr(compiler, "_has_vector_math", no_probe)
+    module = compiler.build_module(add_source("pb_t_probe2"), "pb_t_probe2", headers=HEADERS)
     assert add(module, 1.5, 2.0) == 3.5
 
 
 @needs_cc
 def test_cflags_are_appended_and_key_the_cache(cache_dir, monkeypatch):
     monkeypatch.setenv("PULLBACK_CFLAGS", "-DOFFSET=10.0")
-    module = build.build_module(add_source("pb_t_flags"), "pb_t_flags", headers=HEADERS)
+    module = compiler.build_module(add_source("pb_t_flags"), "pb_t_flags", headers=HEADERS)
     assert add(module, 1.5, 2.0) == 13.5
     monkeypatch.delenv("PULLBACK_CFLAGS")
-    plain = build.build_module(add_source("pb_t_flags"), "pb_t_flags", headers=HEADERS)
+    plain = compiler.build_module(add_source("pb_t_flags"), "pb_t_flags", headers=HEADERS)
     assert add(plain, 1.5, 2.0) == 3.5
     assert len(list(cache_dir.glob("*.so"))) == 2
 
@@ -184,8 +184,8 @@ def test_cache_dir_of_another_user_is_refused(cache_dir):
 @needs_cc
 def test_compile_error_shows_stderr_and_keeps_the_source(cache_dir):
     source = module_source("pb_t_bad", "", "#error pullback-test-marker\n")
-    with pytest.raises(build.BuildError, match="pullback-test-marker") as info:
-        build.build_module(source, "pb_t_bad")
+    with pytest.raises(compiler.BuildError, match="pullback-test-marker") as info:
+        compiler.build_module(source, "pb_t_bad")
     kept = Path(re.search(r"source kept in (\S+)", str(info.value))[1])
     assert kept.read_text() == source
     shutil.rmtree(kept.parent)
@@ -199,14 +199,14 @@ def test_blas_dgemm_links(cache_dir):
 static PyObject *f(PyObject *self, PyObject *args) {{
     Py_buffer a, b, c;
     if (!PyArg_ParseTuple(args, "y*y*w*", &a, &b, &c)) return NULL;
-    {build.BLAS_PREFIX}cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, 2, 2, 2,
+    {compiler.BLAS_PREFIX}cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, 2, 2, 2,
                                    1.0, a.buf, 2, b.buf, 2, 0.0, c.buf, 2);
     PyBuffer_Release(&a); PyBuffer_Release(&b); PyBuffer_Release(&c);
     Py_RETURN_NONE;
 }}
 """
-    source = module_source("pb_t_blas", f"#include <{build.BLAS_HEADER}>", body)
-    module = build.build_module(source, "pb_t_blas")
+    source = module_source("pb_t_blas", f"#include <{compiler.BLAS_HEADER}>", body)
+    module = compiler.build_module(source, "pb_t_blas")
     a, b = np.random.default_rng(0).standard_normal((2, 2, 2))
     c = np.zeros((2, 2))
     module.f(a, b, c)
@@ -219,10 +219,10 @@ def test_rejected_optional_flags_are_dropped(cache_dir, tmp_path, monkeypatch):
     wrapper = tmp_path / "cc-without-openmp"
     wrapper.write_text(f'#!/bin/sh\necho "$@" >> {log}\n'
                        f'case " $* " in *" -fopenmp "*) exit 1;; esac\n'
-                       f'exec {build.compiler_info()[0]} "$@"\n')
+                       f'exec {compiler.compiler_info()[0]} "$@"\n')
     wrapper.chmod(0o755)
     monkeypatch.setenv("PULLBACK_CC", str(wrapper))
-    module = build.build_module(add_source("pb_t_noomp"), "pb_t_noomp", headers=HEADERS)
+    module = compiler.build_module(add_source("pb_t_noomp"), "pb_t_noomp", headers=HEADERS)
     assert add(module, 1.5, 2.0) == 3.5
     (line,) = [line for line in log.read_text().splitlines() if "pb_t_noomp.c" in line]
     assert "-march=native" in line.split() and "-fopenmp" not in line.split()
@@ -230,9 +230,9 @@ def test_rejected_optional_flags_are_dropped(cache_dir, tmp_path, monkeypatch):
 
 def test_no_compiler(cache_dir, monkeypatch):
     monkeypatch.setenv("PULLBACK_CC", "/nonexistent/pullback-cc")
-    assert build.compiler_info() is None and not build.have_compiler()
-    with pytest.raises(build.NoCompilerError, match="no working C compiler"):
-        build.build_module(add_source("pb_t_nocc"), "pb_t_nocc")
+    assert compiler.compiler_info() is None and not compiler.have_compiler()
+    with pytest.raises(compiler.NoCompilerError, match="no working C compiler"):
+        compiler.build_module(add_source("pb_t_nocc"), "pb_t_nocc")
     (message,) = child("warn")["warnings"]
     assert "/nonexistent/pullback-cc" in message and "interpreter" in message
 
@@ -241,7 +241,7 @@ def test_no_compiler(cache_dir, monkeypatch):
                                                ("pb_t_names", {"../escape.h": ""})])
 def test_bad_names_are_refused(name, headers):
     with pytest.raises(ValueError):
-        build.build_module("", name, headers=headers)
+        compiler.build_module("", name, headers=headers)
 
 
 @needs_cc

@@ -15,11 +15,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pullback.backends.c import build, cache
+from pullback.backends.c.build import cache, compiler
 
 from .build_child import HEADERS, add_source
 
-needs_cc = pytest.mark.skipif(not build.have_compiler(), reason="no C compiler")
+needs_cc = pytest.mark.skipif(not compiler.have_compiler(), reason="no C compiler")
 
 ROOT = Path(__file__).resolve().parents[3]
 X = np.linspace(0.0, 1.0, 7)
@@ -83,7 +83,7 @@ def _make_writable(path: Path) -> None:
 
 @needs_cc
 def test_an_unwritable_cache_dir_is_replaced_by_a_temporary_one(tmp_path):
-    """A read-only cache directory raised a bare PermissionError from the first build."""
+    """A read-only cache directory raised a bare PermissionError from the first compiler."""
     directory = private_dir(tmp_path / "cache")
     _make_unwritable(directory)
     try:
@@ -104,12 +104,12 @@ def test_an_interrupted_build_leaves_no_files(tmp_path):
     compiles the module) left the build's directory in the temporary directory."""
     directory = tmp_path / "cache"
     temp = private_dir(tmp_path / "tmp")
-    compiler = tmp_path / "interrupting-cc"
-    compiler.write_text('#!/bin/sh\n'
+    fake_cc = tmp_path / "interrupting-cc"
+    fake_cc.write_text('#!/bin/sh\n'
                         'case " $* " in *" pb_"*".c "*) kill -INT $PPID; exec sleep 30;; esac\n'
-                        f'exec {build.compiler_info()[0]} "$@"\n')
-    compiler.chmod(0o755)
-    proc = run(tmp_path, {"PULLBACK_CC": str(compiler), "PULLBACK_CACHE_DIR": str(directory),
+                        f'exec {compiler.compiler_info()[0]} "$@"\n')
+    fake_cc.chmod(0o755)
+    proc = run(tmp_path, {"PULLBACK_CC": str(fake_cc), "PULLBACK_CACHE_DIR": str(directory),
                 "TMPDIR": str(temp)})
     assert proc.returncode != 0 and "KeyboardInterrupt" in proc.stderr
     assert not list(temp.iterdir())
@@ -139,7 +139,7 @@ def test_leftovers_of_killed_builds_are_removed_by_the_next_build(tmp_path, monk
         path.mkdir()
         (path / "pb_t.c").write_text("int x;\n")
     gone[1].write_bytes(b"\x7fELF half")
-    module = build.build_module(add_source("pb_t_sweep"), "pb_t_sweep", headers=HEADERS)
+    module = compiler.build_module(add_source("pb_t_sweep"), "pb_t_sweep", headers=HEADERS)
     assert module.f(np.array([1.5, 2.0])) == 3.5
     assert [p.exists() for p in gone] == [False, False]
     assert [p.exists() for p in kept] == [True, True]

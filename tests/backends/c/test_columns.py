@@ -10,14 +10,14 @@ import numpy as np
 import pytest
 
 import pullback as pb
-from pullback.backends.c import build
-from pullback.backends.c.columns import split_columns
-from pullback.backends.c.loop_ir import Alloc, Loop, Raise, walk
+from pullback.backends.c.build import compiler
+from pullback.backends.c.loops.ir import Alloc, Loop, Raise, walk
+from pullback.backends.c.prepare.columns import split_columns
 from pullback.ir.core import Module
 
 from .test_loop_ir import _loops, _stmts
 
-pytestmark = pytest.mark.skipif(not build.have_compiler(), reason="no C compiler")
+pytestmark = pytest.mark.skipif(not compiler.have_compiler(), reason="no C compiler")
 
 RNG = np.random.default_rng(7)
 P = 500  # records

@@ -16,7 +16,7 @@ import pytest
 
 import pullback as pb
 from pullback.backends import c
-from pullback.backends.c import build
+from pullback.backends.c.build import compiler
 from pullback.errors import UnsupportedError
 
 
@@ -222,11 +222,11 @@ _THREADS_CHILD = """
 import ctypes, json, os
 import numpy as np
 import pullback as pb
-from pullback.backends.c import build
+from pullback.backends.c.build import compiler
 from tests.backends.c.test_dispatch import add_one
 
 pb.jit(add_one, backend="c")(np.ones(3))
-blas = ctypes.CDLL(str(next((build._openblas() / "lib").glob("libscipy_openblas*.so"))))
+blas = ctypes.CDLL(str(next((compiler._openblas() / "lib").glob("libscipy_openblas*.so"))))
 omp = ctypes.CDLL("libgomp.so.1")
 print(json.dumps([blas.scipy_openblas_get_num_threads(), omp.omp_get_max_threads()]))
 """
@@ -246,7 +246,7 @@ def test_num_threads_sets_loops_and_blas(threads, gemm):
     proc = subprocess.run([sys.executable, "-c", _THREADS_CHILD], cwd=root, env=env,
                           capture_output=True, text=True, check=True)
     assert json.loads(proc.stdout.splitlines()[-1]) == [int(threads), int(threads)]
-    spins = "0" if gemm == "blas" else build.SPIN  # PASSIVE: no spinning
+    spins = "0" if gemm == "blas" else compiler.SPIN  # PASSIVE: no spinning
     assert f"GOMP_SPINCOUNT = '{spins}'" in proc.stderr
 
 

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 import pullback as pb
-from pullback.backends.c import build
-from pullback.backends.c.lower import PARALLEL_MIN
+from pullback.backends.c.build import compiler
+from pullback.backends.c.lower.lowering import PARALLEL_MIN
 
-pytestmark = pytest.mark.skipif(not build.have_compiler(), reason="no C compiler")
+pytestmark = pytest.mark.skipif(not compiler.have_compiler(), reason="no C compiler")
 
 N = 777  # the extent of the loops counted below; no other loop of these programs has it
 RNG = np.random.default_rng(3)

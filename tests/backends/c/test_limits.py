@@ -16,9 +16,10 @@ import numpy as np
 import pytest
 
 from pullback import config
-from pullback.backends.c import build, limits
+from pullback.backends.c.build import compiler
+from pullback.backends.c.call import limits
 
-pytestmark = pytest.mark.skipif(not build.have_compiler(), reason="no C compiler")
+pytestmark = pytest.mark.skipif(not compiler.have_compiler(), reason="no C compiler")
 
 ROOT = Path(__file__).resolve().parents[3]
 

@@ -21,11 +21,12 @@ import numpy as np
 import pytest
 
 import pullback as pb
-from pullback.backends.c import build, source_of
+from pullback.backends.c import source_of
+from pullback.backends.c.build import compiler
 
 from .long_runs_child import climb, count_down, halve
 
-pytestmark = pytest.mark.skipif(not build.have_compiler(), reason="no C compiler")
+pytestmark = pytest.mark.skipif(not compiler.have_compiler(), reason="no C compiler")
 
 CHILD = Path(__file__).with_name("long_runs_child.py")
 DEADLINE = 120  # seconds: a cold cache compiles a few modules; a hang is far longer

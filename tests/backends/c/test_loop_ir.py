@@ -10,8 +10,8 @@ import pytest
 
 import pullback as pb
 from pullback.backends import c
-from pullback.backends.c import build
-from pullback.backends.c.loop_ir import (
+from pullback.backends.c.build import compiler
+from pullback.backends.c.loops.ir import (
     Alloc,
     Break,
     Forever,
@@ -26,10 +26,10 @@ from pullback.backends.c.loop_ir import (
     linear,
     walk,
 )
-from pullback.backends.c.loop_print import ExprPrinter
-from pullback.backends.c.lower import SUM_BLOCK
+from pullback.backends.c.loops.printer import ExprPrinter
+from pullback.backends.c.lower.lowering import SUM_BLOCK
 
-pytestmark = pytest.mark.skipif(not build.have_compiler(), reason="no C compiler")
+pytestmark = pytest.mark.skipif(not compiler.have_compiler(), reason="no C compiler")
 
 RNG = np.random.default_rng(3)
 

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 import pullback as pb
-from pullback.backends.c import build
+from pullback.backends.c.build import compiler
 
-pytestmark = pytest.mark.skipif(not build.have_compiler(), reason="no C compiler")
+pytestmark = pytest.mark.skipif(not compiler.have_compiler(), reason="no C compiler")
 
 RNG = np.random.default_rng(7)
 X = RNG.standard_normal((6, 5))

@@ -17,7 +17,8 @@ import pytest
 from ops.test_sort_ops import keys_sample
 
 from pullback.backends import interp
-from pullback.backends.c import build, compile_func
+from pullback.backends.c import compile_func
+from pullback.backends.c.build import compiler
 from pullback.ir.builder import Builder
 from pullback.ir.core import Func, Lit
 from pullback.ir.op import Op
@@ -26,7 +27,7 @@ from pullback.ops.conv import conv
 from pullback.ops.linalg import cholesky, lu, triangular_solve
 from pullback.ops.sort import sort
 
-pytestmark = pytest.mark.skipif(not build.have_compiler(), reason="no C compiler")
+pytestmark = pytest.mark.skipif(not compiler.have_compiler(), reason="no C compiler")
 
 RTOL = {np.dtype(np.float32): 1e-5, np.dtype(np.float64): 1e-12}
 

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 import pullback as pb
-from pullback.backends.c import build
-from pullback.backends.c.panels import PANEL_BYTES
+from pullback.backends.c.build import compiler
+from pullback.backends.c.loops.panels import PANEL_BYTES
 
-pytestmark = pytest.mark.skipif(not build.have_compiler(), reason="no C compiler")
+pytestmark = pytest.mark.skipif(not compiler.have_compiler(), reason="no C compiler")
 
 RNG = np.random.default_rng(17)
 

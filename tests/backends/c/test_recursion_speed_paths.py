@@ -11,11 +11,11 @@ import pytest
 
 import pullback as pb
 from benchmarks.gradbench.evals.det import det
-from pullback.backends.c import build
-from pullback.backends.c.donation import donations
+from pullback.backends.c.build import compiler
+from pullback.backends.c.plan.donation import donations
 from pullback.ir.core import Module
 
-pytestmark = pytest.mark.skipif(not build.have_compiler(), reason="no C compiler")
+pytestmark = pytest.mark.skipif(not compiler.have_compiler(), reason="no C compiler")
 
 RNG = np.random.default_rng(11)
 

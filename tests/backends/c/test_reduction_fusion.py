@@ -9,10 +9,10 @@ import pytest
 
 import pullback as pb
 from pullback.backends import c
-from pullback.backends.c import build
-from pullback.backends.c.loop_ir import Alloc, Loop, walk
+from pullback.backends.c.build import compiler
+from pullback.backends.c.loops.ir import Alloc, Loop, walk
 
-pytestmark = pytest.mark.skipif(not build.have_compiler(), reason="no C compiler")
+pytestmark = pytest.mark.skipif(not compiler.have_compiler(), reason="no C compiler")
 
 RNG = np.random.default_rng(5)
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pullback.backends.c.build import compiler_info
+from pullback.backends.c.build.compiler import compiler_info
 
 HERE = Path(__file__).parent
 

@@ -1,6 +1,6 @@
 """Index-set splitting of flat loops that test their index against constants."""
 
-from pullback.backends.c.loop_ir import (
+from pullback.backends.c.loops.ir import (
     Bin,
     Cond,
     Decl,
@@ -12,8 +12,8 @@ from pullback.backends.c.loop_ir import (
     Set,
     Sym,
 )
-from pullback.backends.c.loop_print import format_module
-from pullback.backends.c.splitting import MAX_STRETCHES, split_kernels
+from pullback.backends.c.loops.printer import format_module
+from pullback.backends.c.loops.splitting import MAX_STRETCHES, split_kernels
 
 I = Sym("i")
 

@@ -24,13 +24,13 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ...errors import CompileError
-from ...ir.core import Atom, Block, Eqn, Lit, Module, Var
-from ...ir.op import OPS
-from ...ir.rewrite import free_vars, substitute
-from ...ir.types import TensorType
-from ...passes.walk import FunctionPass
-from .fusion import POINTWISE, REDUCE
+from ....errors import CompileError
+from ....ir.core import Atom, Block, Eqn, Lit, Module, Var
+from ....ir.op import OPS
+from ....ir.rewrite import free_vars, substitute
+from ....ir.types import TensorType
+from ....passes.walk import FunctionPass
+from ..plan.fusion import POINTWISE, REDUCE
 
 #: The longest last axis that is split into columns.
 MAX_COLUMNS = 32

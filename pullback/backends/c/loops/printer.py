@@ -3,8 +3,8 @@ printer that the C printer specialises."""
 
 from __future__ import annotations
 
-from ...ir.types import StackType
-from . import loop_ir as L
+from ....ir.types import StackType
+from ..loops import ir as L
 
 #: Binding strength of C's binary operators (higher binds tighter).
 PRECEDENCE = {"*": 9, "/": 9, "%": 9, "+": 8, "-": 8, "<": 6, "<=": 6, ">": 6, ">=": 6,

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
 from typing import TypeVar
 
-from ...ir.types import DType, StackType, TensorType
+from ....ir.types import DType, StackType, TensorType
 
 
 class Unsupported(Exception):

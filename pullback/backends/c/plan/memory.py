@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ...ir.core import Atom, Block, Eqn, Var
-from ...ir.rewrite import block_readers, free_vars, read_counts
-from ...ir.types import TensorType
-from .loop_ir import Alloc, Free, LoopFunc
+from ....ir.core import Atom, Block, Eqn, Var
+from ....ir.rewrite import block_readers, free_vars, read_counts
+from ....ir.types import TensorType
+from ..loops.ir import Alloc, Free, LoopFunc
 
 
 def destinations(blk: Block) -> dict[int, int]:

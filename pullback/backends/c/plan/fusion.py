@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
-from ...ir.core import Atom, Block, Eqn, Var
-from ...ir.rewrite import block_readers, free_vars
-from ...ir.types import TensorType
+from ....ir.core import Atom, Block, Eqn, Var
+from ....ir.rewrite import block_readers, free_vars
+from ....ir.types import TensorType
 
 UNARY = {"neg", "abs", "sign", "floor", "ceil", "round", "trunc", "exp", "expm1", "log",
           "log1p", "log2", "log10", "sqrt", "cbrt", "sin", "cos", "tan", "asin", "acos",

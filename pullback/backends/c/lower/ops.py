@@ -7,10 +7,9 @@ import math
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
-from ...ir.core import Atom, Eqn, Var
-from ...ir.types import TensorType, float64
-from .fusion import REDUCE, eqn_axes, through_transpose
-from .loop_ir import (
+from ....ir.core import Atom, Eqn, Var
+from ....ir.types import TensorType, float64
+from ..loops.ir import (
     Bin,
     Cast,
     Cond,
@@ -32,6 +31,7 @@ from .loop_ir import (
     strides,
     walk,
 )
+from ..plan.fusion import REDUCE, eqn_axes, through_transpose
 
 #: The most work (m*n*k per matrix) a product runs as the runtime's inline kernel
 #: (``pb_gemm_*``) rather than a BLAS call whose packing and dispatch cost more, by the

@@ -36,9 +36,9 @@ from typing import TYPE_CHECKING
 
 import numpy
 
-from ... import config
-from ...errors import CompileError
-from . import cache
+from .... import config
+from ....errors import CompileError
+from ..build import cache
 
 if TYPE_CHECKING:
     from concurrent.futures import Future

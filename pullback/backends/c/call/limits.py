@@ -17,8 +17,8 @@ import os
 import warnings
 from typing import Any
 
-from ... import config
-from . import build
+from .... import config
+from ..build import compiler as build
 
 THREADS_ENV = "PULLBACK_NUM_THREADS"
 KEEP_ENV = "PULLBACK_KEEP_MB"

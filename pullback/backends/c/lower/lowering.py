@@ -21,24 +21,12 @@ import math
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 
-from ... import config
-from ...ir.core import Atom, Block, Eqn, Func, Lit, Module, Var
-from ...ir.rewrite import free_vars
-from ...ir.types import StackType, TensorType, float32
-from ...passes.inline import is_recursive
-from .columns import split_columns
-from .donation import donations
-from .fusion import (
-    BINARY,
-    REDUCE,
-    UNARY,
-    Epilogue,
-    epilogues,
-    find_runs,
-    fused_values,
-    is_pointwise,
-)
-from .loop_ir import (
+from .... import config
+from ....ir.core import Atom, Block, Eqn, Func, Lit, Module, Var
+from ....ir.rewrite import free_vars
+from ....ir.types import StackType, TensorType, float32
+from ....passes.inline import is_recursive
+from ..loops.ir import (
     Addr,
     Alloc,
     Bin,
@@ -79,10 +67,24 @@ from .loop_ir import (
     linear,
     strides,
 )
-from .lower_lapack import LapackLowering
-from .lower_more import LinalgLowering
-from .lower_ops import MoreLowering
-from .memory import (
+from ..loops.panels import panel_products
+from ..loops.splitting import split_kernels
+from ..lower.lapack import LapackLowering
+from ..lower.linalg import LinalgLowering
+from ..lower.ops import MoreLowering
+from ..lower.sizes import allocation_error
+from ..plan.donation import donations
+from ..plan.fusion import (
+    BINARY,
+    REDUCE,
+    UNARY,
+    Epilogue,
+    epilogues,
+    find_runs,
+    fused_values,
+    is_pointwise,
+)
+from ..plan.memory import (
     BlockPlan,
     Owned,
     column_targets,
@@ -91,10 +93,8 @@ from .memory import (
     placed_in_concats,
     plan_block,
 )
-from .panels import panel_products
-from .scalars import element_reads, element_writes
-from .sizes import allocation_error
-from .splitting import split_kernels
+from ..plan.scalars import element_reads, element_writes
+from ..prepare.columns import split_columns
 
 #: Loops over at least this many elements run on every thread (``PULLBACK_NUM_THREADS``).
 PARALLEL_MIN = 1 << 16
@@ -963,7 +963,7 @@ def lower_module(module: Module) -> tuple[LoopModule, list[Eqn], list[Eqn]]:
     if config.columns():
         module = split_columns(module)
         if config.verifying():
-            from ...ir.verify import verify
+            from ....ir.verify import verify
             verify(module)
     low = ModuleLowering(module)
     return low.lower(), low.checks, low.prints

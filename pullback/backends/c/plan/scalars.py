@@ -10,8 +10,8 @@ pairs found here are lowered as one load into a C local, or as a store of the lo
 
 from __future__ import annotations
 
-from ...ir.core import Block, Eqn
-from ...ir.rewrite import free_vars
+from ....ir.core import Block, Eqn
+from ....ir.rewrite import free_vars
 
 
 def _readers(blk: Block) -> tuple[dict[int, list[tuple[int, int]]], set[int]]:

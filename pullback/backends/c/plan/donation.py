@@ -16,8 +16,8 @@ optimistic guess down).  Reads of it along the way are allowed.
 
 from __future__ import annotations
 
-from ...ir.core import Atom, Block, Eqn, Func, Module, Var
-from ...ir.types import TensorType
+from ....ir.core import Atom, Block, Eqn, Func, Module, Var
+from ....ir.types import TensorType
 
 Donations = dict[int, dict[int, int]]  # id(func) -> {parameter index: result index}
 

@@ -45,8 +45,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
 
-from ... import config
-from ...errors import CompileError
+from .... import config
+from ....errors import CompileError
 
 CACHE_ENV = "PULLBACK_CACHE_DIR"
 #: Part of every key: entries of another layout are never looked at.

@@ -17,9 +17,9 @@ import threading
 from collections import Counter
 from collections.abc import Iterator
 
-from ... import config
-from ...ir.core import Module
-from .loop_ir import Unsupported
+from .... import config
+from ....ir.core import Module
+from ..loops.ir import Unsupported
 
 #: The most equations (nested blocks included) a module compiled to C may have.
 MAX_EQUATIONS = 20_000

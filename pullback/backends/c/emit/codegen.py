@@ -11,10 +11,10 @@ import math
 
 import numpy as np
 
-from ...ir.types import DType, StackType, float64
-from . import loop_ir as L
-from .loop_ir import Unsupported, ctype
-from .loop_print import ExprPrinter
+from ....ir.types import DType, StackType, float64
+from ..loops import ir as L
+from ..loops.ir import Unsupported, ctype
+from ..loops.printer import ExprPrinter
 
 BLAS_PREFIX = "scipy_"
 

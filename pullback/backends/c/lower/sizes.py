@@ -17,7 +17,7 @@ import functools
 import math
 import os
 
-from ...ir.types import TensorType
+from ....ir.types import TensorType
 
 #: NumPy's refusal of a byte count beyond ``intp`` (``np.empty``'s message).
 TOO_BIG = ("array is too big; `arr.size * arr.dtype.itemsize` is larger than the maximum "

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .loop_ir import (
+from ..loops.ir import (
     Alloc,
     Bin,
     Decl,

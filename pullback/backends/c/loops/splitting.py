@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .loop_ir import Bin, Cond, Decl, Expr, Int, Loop, Set, Stmt, Sym, children, map_exprs
+from ..loops.ir import Bin, Cond, Decl, Expr, Int, Loop, Set, Stmt, Sym, children, map_exprs
 
 #: ``i op c`` is constant on each side of ``c`` plus this.
 _FLIPS = {"<": 0, ">=": 0, "<=": 1, ">": 1}

@@ -18,11 +18,11 @@ import math
 from collections.abc import Callable
 from contextlib import ExitStack
 
-from ...ir.core import Atom, Eqn
-from ...ir.types import float32
-from ...ops.conv import _dilated
-from .build import BLAS_PREFIX
-from .loop_ir import (
+from ....ir.core import Atom, Eqn
+from ....ir.types import float32
+from ....ops.conv import _dilated
+from ..build.compiler import BLAS_PREFIX
+from ..loops.ir import (
     Alloc,
     Bin,
     Cast,

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import math
 
-from ...ir.core import Eqn
-from .loop_ir import Expr, Int, Runtime, Sym
+from ....ir.core import Eqn
+from ..loops.ir import Expr, Int, Runtime, Sym
 
 #: The jobz argument of ?gesdd: all the singular vectors, the first min(m, n), none.
 _JOBZ = {(True, True): "A", (False, True): "S", (True, False): "N", (False, False): "N"}

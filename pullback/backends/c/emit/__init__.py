@@ -1,0 +1,1 @@
+"""Emit: loop IR printed as C."""

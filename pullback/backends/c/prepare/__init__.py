@@ -1,0 +1,1 @@
+"""Prepare: graph-IR rewrites the C backend makes before planning."""
