@@ -37,8 +37,11 @@ from .build.long_builds import check_size, reported
 from .call import limits
 from .emit.codegen import generate
 from .loops.ir import LoopModule, Unsupported, ctype
+from .loops.passes import run_loop_passes
 from .loops.printer import format_module
 from .lower.lowering import lower_module
+from .plan.module import plan_module
+from .prepare.columns import split_columns
 
 _HERE = Path(__file__).parent / "runtime"
 #: The headers of modules and runtime libraries.
@@ -220,7 +223,13 @@ def source_of(func: Func) -> Source:
     if any(not isinstance(t, TensorType) for t in [*func.in_types, *func.out_types]):
         raise Unsupported("a compiled function cannot take or return a stack")
     check_size(module)
-    loops, checks, prints = lower_module(module)
+    if config.columns():
+        module = split_columns(module)
+        if config.verifying():
+            from ...ir.verify import verify
+            verify(module)
+    loops, checks, prints = lower_module(module, plan_module(module))
+    loops = run_loop_passes(loops)
     body = generate(loops)
     # checks and prints share code whatever they say, and modules of one source share
     # their hooks: what they say (and the lines faults name) goes in the source, so

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import pullback as pb
-from pullback.backends.c.lower.lowering import PARALLEL_MIN
+from pullback.backends.c.loops.ir import PARALLEL_MIN
 
 
 def _native(fn, *args):

@@ -12,7 +12,7 @@ import pytest
 
 import pullback as pb
 from pullback.backends.c.build import compiler
-from pullback.backends.c.lower.lowering import PARALLEL_MIN
+from pullback.backends.c.loops.ir import PARALLEL_MIN
 
 pytestmark = pytest.mark.skipif(not compiler.have_compiler(), reason="no C compiler")
 

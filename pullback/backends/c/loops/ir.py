@@ -5,9 +5,9 @@ buffers (allocated on the call's arena or the runtime's pool, freed at their las
 or in scalar locals; kernels are loop nests whose bodies are scalar statements (a fused
 kernel is one loop computing several graph equations element by element); products are
 library calls (``Gemm``: inline register tiles or BLAS); control flow is the graph's,
-structured.  ``lower`` builds it (deciding fusion and memory), ``memory.place_arena``
-assigns arena offsets on it, ``codegen`` prints it as C, and ``format_func`` prints it
-as text (``PULLBACK_DUMP=loops``).
+structured.  ``lower`` builds it (deciding fusion and memory), the passes of ``passes``
+rewrite it (``arena`` assigns arena offsets), ``codegen`` prints it as C, and
+``format_func`` prints it as text (``PULLBACK_DUMP=loops``).
 
 Expressions are small trees: ``Sym`` names a local, an index or a buffer; ``Load`` reads
 a buffer element; ``Op`` applies a graph IR element op (``tanh``, ``add``, ``convert``...)
@@ -204,7 +204,7 @@ class Set(Stmt):
 @dataclass(eq=False)
 class Alloc(Stmt):
     """A buffer of ``count`` elements for the block that owns it: on the call's arena
-    (at ``offset``, placed by ``memory.place_arena``) or from the runtime's pool."""
+    (at ``offset``, placed by ``arena.place_arena``) or from the runtime's pool."""
 
     name: str
     ctype: str
@@ -257,6 +257,10 @@ class Copy(Stmt):
     count: int
     fresh: bool = True
     declare: bool = False
+
+
+#: Loops over at least this many elements run on every thread (``PULLBACK_NUM_THREADS``).
+PARALLEL_MIN = 1 << 16
 
 
 @dataclass(eq=False)

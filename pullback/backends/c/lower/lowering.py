@@ -8,7 +8,7 @@ and the lowering frees it there (``Free``).  A pointwise kernel, a
 ``dynamic_update_slice`` or a scatter whose operand dies there writes its result into
 that operand's buffer.  A cond's branches and a loop's carried variables take over
 operands that die at the cond or loop, so a loop body updates its carried arrays in
-place.  The entry's top-level buffers go on the call's arena (``memory.place_arena``).
+place.  The loop-IR passes (``loops.passes``) then rewrite what this makes.
 
 An equation making an array larger than the machine's memory raises what NumPy raises
 there, before any kernel runs over it (``sizes``).  Ops without loop IR yet raise
@@ -20,13 +20,14 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
+from typing import NamedTuple
 
-from .... import config
 from ....ir.core import Atom, Block, Eqn, Func, Lit, Module, Var
 from ....ir.rewrite import free_vars
 from ....ir.types import StackType, TensorType, float32
 from ....passes.inline import is_recursive
 from ..loops.ir import (
+    PARALLEL_MIN,
     Addr,
     Alloc,
     Bin,
@@ -67,13 +68,10 @@ from ..loops.ir import (
     linear,
     strides,
 )
-from ..loops.panels import panel_products
-from ..loops.splitting import split_kernels
 from ..lower.lapack import LapackLowering
 from ..lower.linalg import LinalgLowering
 from ..lower.ops import MoreLowering
 from ..lower.sizes import allocation_error
-from ..plan.donation import donations
 from ..plan.fusion import (
     BINARY,
     REDUCE,
@@ -89,15 +87,12 @@ from ..plan.memory import (
     Owned,
     column_targets,
     destinations,
-    place_arena,
     placed_in_concats,
     plan_block,
 )
+from ..plan.module import ModulePlan
 from ..plan.scalars import element_reads, element_writes
-from ..prepare.columns import split_columns
 
-#: Loops over at least this many elements run on every thread (``PULLBACK_NUM_THREADS``).
-PARALLEL_MIN = 1 << 16
 #: Elements of a float32 sum added in float32 before the block's sum goes to the double
 #: accumulator, in SUM_LANES lanes (each adds 32 elements, four independent vector
 #: chains); 10M-element sums measured 1.9 ms with a conversion per element, 1.2 ms in
@@ -122,11 +117,11 @@ def pointwise_expr(eqn: Eqn, operand: Callable[[Atom], Expr]) -> Expr:
 class ModuleLowering:
     """A module's loop functions, its constant tables, fault sites and prints."""
 
-    def __init__(self, module: Module):
+    def __init__(self, module: Module, plan: ModulePlan):
         self.module = module
         self.names = {id(f): f"pbf_{k}" for k, f in enumerate(module.funcs.values())}
         self.entry = module.main
-        self.donated = donations(module)  # array parameters callees take over
+        self.donated = plan.donated  # array parameters callees take over
         self.consts: list[tuple[str, object, list]] = []
         #: fault sites: the equations (``check``s, and others that may fail at run time)
         #: whose number a fault records, so that its exception names their line
@@ -444,11 +439,8 @@ class Lowering(MoreLowering, LinalgLowering, LapackLowering):
         self.close_block()
         params = [Param(f"p{k}", t) for k, t in enumerate(self.func.in_types)]
         params += [Param(f"r{k}", t, out=True) for k, t in enumerate(self.func.out_types)]
-        func = LoopFunc(self.mod.names[id(self.func)], params,
-                        split_kernels(panel_products(self.out), PARALLEL_MIN), self.entry,
+        return LoopFunc(self.mod.names[id(self.func)], params, self.out, self.entry,
                         recursive=is_recursive(self.func))
-        place_arena(func)
-        return func
 
     def entry_results(self, blk: Block) -> None:
         """The entry function's results: arrays computed in place need nothing, others
@@ -957,13 +949,16 @@ class Lowering(MoreLowering, LinalgLowering, LapackLowering):
         self.add(Move(Sym(tname), Sym(self.vars[id(s)])))
 
 
-def lower_module(module: Module) -> tuple[LoopModule, list[Eqn], list[Eqn]]:
-    """The loop IR of ``module`` (the entry is ``pbf_0``), its fault sites and its
-    prints, each in the order of their ids."""
-    if config.columns():
-        module = split_columns(module)
-        if config.verifying():
-            from ....ir.verify import verify
-            verify(module)
-    low = ModuleLowering(module)
-    return low.lower(), low.checks, low.prints
+class LoweredModule(NamedTuple):
+    """A module in loop IR (the entry is ``pbf_0``), its fault sites and its prints,
+    each in the order of their ids."""
+
+    loops: LoopModule
+    checks: list[Eqn]
+    prints: list[Eqn]
+
+
+def lower_module(module: Module, plan: ModulePlan) -> LoweredModule:
+    """``module`` in loop IR, as ``plan`` decided."""
+    low = ModuleLowering(module, plan)
+    return LoweredModule(low.lower(), low.checks, low.prints)

@@ -1,14 +1,12 @@
-"""Memory planning: where each buffer of a block is read last, which results share an
-operand's buffer, and the call's arena.
+"""Memory planning: where each buffer of a block is read last, and which results share
+an operand's buffer.
 
 The block that makes a buffer owns it and frees it (back to the runtime's pool) right
 after its last read, a read inside a nested block counting as one at its equation; a
 result moves out to the consumer.  ``plan`` computes those last reads from the fusion
 decisions (a run's equations are read at its first, a fused value at its readers');
-``lower`` then emits ``Alloc``/``Free`` and reuses dying buffers in place.  Once the
-entry function is lowered, ``place_arena`` gives its top block's buffers offsets in one
-allocation per call, buffers whose lives (in loop IR statements) do not overlap sharing
-bytes.
+``lower`` then emits ``Alloc``/``Free`` and reuses dying buffers in place (the loop-IR
+pass ``loops.arena`` then places the entry's top-level buffers on the call's arena).
 """
 
 from __future__ import annotations
@@ -18,7 +16,6 @@ from dataclasses import dataclass, field
 from ....ir.core import Atom, Block, Eqn, Var
 from ....ir.rewrite import block_readers, free_vars, read_counts
 from ....ir.types import TensorType
-from ..loops.ir import Alloc, Free, LoopFunc
 
 
 def destinations(blk: Block) -> dict[int, int]:
@@ -195,42 +192,3 @@ def plan_block(blk: Block, runs: dict[int, list[Eqn]], fusible: set[int],
     for r in blk.results:
         use(r, len(eqns))
     return BlockPlan(runs, pos, root, last, views)
-
-
-
-def _place(lives: list[tuple[int, int, int]]) -> tuple[list[int], int]:
-    """Offsets in one arena for buffers of these ``(bytes, start, end)`` lives (largest
-    first, each at the lowest offset clear of the placed ones whose lives overlap its
-    own), and the arena's size."""
-    offsets = [0] * len(lives)
-    placed: list[int] = []
-    for k in sorted(range(len(lives)), key=lambda k: -lives[k][0]):
-        size, start, end = lives[k]
-        busy = sorted((offsets[j], offsets[j] + lives[j][0]) for j in placed
-                      if lives[j][1] < end and start < lives[j][2])
-        at = 0
-        for lo, hi in busy:
-            if at + size <= lo:
-                break
-            at = max(at, hi)
-        offsets[k] = at
-        placed.append(k)
-    return offsets, max((o + s for o, (s, _, _) in zip(offsets, lives, strict=True)), default=0)
-
-
-def place_arena(func: LoopFunc) -> None:
-    """Offsets for the arena buffers of ``func``'s top block: each lives from its
-    ``Alloc`` to its ``Free`` (statement positions of that block), and its ``Free`` marks
-    the bytes dead (for AddressSanitizer)."""
-    body = func.body
-    start = {s.name: k for k, s in enumerate(body) if isinstance(s, Alloc) and s.arena}
-    allocs = {s.name: s for s in body if isinstance(s, Alloc) and s.arena}
-    end = {s.name: k for k, s in enumerate(body) if isinstance(s, Free) and s.name in start}
-    names = list(start)
-    offsets, func.arena = _place([(allocs[n].nbytes, start[n], end.get(n, len(body)))
-                                  for n in names])
-    for n, at in zip(names, offsets, strict=True):
-        allocs[n].offset = at
-    for s in body:
-        if isinstance(s, Free) and s.name in allocs:
-            s.arena_bytes = allocs[s.name].nbytes

@@ -1,0 +1,34 @@
+"""The loop-IR passes, in the order they run on every function of a lowered module."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from .arena import place_arena
+from .ir import PARALLEL_MIN, LoopFunc, LoopModule
+from .panels import panel_products
+from .splitting import split_kernels
+
+
+def _panels(func: LoopFunc) -> None:
+    func.body = panel_products(func.body)
+
+
+def _split(func: LoopFunc) -> None:
+    func.body = split_kernels(func.body, PARALLEL_MIN)
+
+
+#: Each pass rewrites one function in place.
+LOOP_PASSES: list[tuple[str, Callable[[LoopFunc], None]]] = [
+    ("panels", _panels),  # products read row by row computed a panel at a time
+    ("split", _split),  # kernels choosing by index split into stretches
+    ("arena", place_arena),  # the entry's top-level buffers placed on the call's arena
+]
+
+
+def run_loop_passes(module: LoopModule) -> LoopModule:
+    """``module`` after every pass of ``LOOP_PASSES``, function by function."""
+    for func in module.funcs:
+        for _, run in LOOP_PASSES:
+            run(func)
+    return module
