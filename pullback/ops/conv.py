@@ -25,7 +25,9 @@ from . import shape as S
 from .linalg import bilinear_jvp
 
 
-def _dilated(size: int, dilation: int) -> int:
+def dilated(size: int, dilation: int) -> int:
+    """The extent of ``size`` elements spread ``dilation`` apart (the C backend's conv
+    loops bound their reads by it too)."""
     return 0 if size == 0 else (size - 1) * dilation + 1
 
 
@@ -54,18 +56,18 @@ def _conv_infer(ts, strides, padding, lhs_dilation, rhs_dilation):
     _check_conv_params(shown, nsp, strides, padding, lhs_dilation, rhs_dilation)
     spatial = []
     for i in range(nsp):
-        padded = sum(padding[i]) + _dilated(lhs.shape[2 + i], lhs_dilation[i])
+        padded = sum(padding[i]) + dilated(lhs.shape[2 + i], lhs_dilation[i])
         if padded < 0:
             raise ShapeError(f"conv: padding {padding[i]} crops more than spatial dim {i} "
                              f"holds ({shown})")
-        window = _dilated(rhs.shape[2 + i], rhs_dilation[i])
+        window = dilated(rhs.shape[2 + i], rhs_dilation[i])
         spatial.append(_out_size(padded, window, strides[i]))
     return TensorType((lhs.shape[0], rhs.shape[0], *spatial), lhs.dtype)
 
 
 def _dilate(x: np.ndarray, dilation) -> np.ndarray:
     """``x`` with ``dilation - 1`` zeros between neighbours along each spatial dim."""
-    shape = x.shape[:2] + tuple(_dilated(n, d) for n, d in zip(x.shape[2:], dilation, strict=True))
+    shape = x.shape[:2] + tuple(dilated(n, d) for n, d in zip(x.shape[2:], dilation, strict=True))
     out = np.zeros(shape, x.dtype)
     out[(slice(None), slice(None), *(slice(None, None, d) for d in dilation))] = x
     return out
@@ -103,9 +105,9 @@ def _transposed_paddings(lhs, rhs, ct, strides, padding, lhs_dilation, rhs_dilat
     cotangents: sized so that they produce exactly the operand's extent (as in XLA)."""
     for_lhs, for_rhs = [], []
     for i, (lo, _) in enumerate(padding):
-        extent = _dilated(lhs.shape[2 + i], lhs_dilation[i])
-        window = _dilated(rhs.shape[2 + i], rhs_dilation[i])
-        out = _dilated(ct.shape[2 + i], strides[i])
+        extent = dilated(lhs.shape[2 + i], lhs_dilation[i])
+        window = dilated(rhs.shape[2 + i], rhs_dilation[i])
+        out = dilated(ct.shape[2 + i], strides[i])
         for_lhs.append((window - 1 - lo, extent + lo - out))
         for_rhs.append((lo, window - 1 + out - lo - extent))
     return tuple(for_lhs), tuple(for_rhs)

@@ -20,7 +20,7 @@ from contextlib import ExitStack
 
 from ....ir.core import Atom, Eqn
 from ....ir.types import float32
-from ....ops.conv import _dilated
+from ....ops.conv import dilated
 from ..build.compiler import BLAS_PREFIX
 from ..loops.ir import (
     Alloc,
@@ -185,7 +185,7 @@ class LinalgLowering:
                 self.add(Decl(t, "int64_t", y * p["strides"][d] + Sym(w) * p["rhs_dilation"][d]
                               - lo))
                 skip = Bin("||", Bin("<", tv, Int(0)),
-                           Bin(">=", tv, Int(_dilated(lhs.type.shape[2 + d], ld))))
+                           Bin(">=", tv, Int(dilated(lhs.type.shape[2 + d], ld))))
                 if ld > 1:
                     skip = Bin("||", skip, Bin("%", tv, Int(ld)))
                 self.add(Skip(skip))
