@@ -1,14 +1,15 @@
 """Graph IR to loop IR: one loop function per IR function, control flow structured.
 
 Values: a 0-d tensor is a scalar local; any other tensor is a buffer in row-major order,
-or a view sharing one (a reshape, a loop's pass-through carry); a stack is a tape.  Per
-block, ``fusion`` decides which equations run as one kernel and which values are
-computed where they are read; ``memory.plan_block`` says where each buffer is read last,
-and the lowering frees it there (``Free``).  A pointwise kernel, a
-``dynamic_update_slice`` or a scatter whose operand dies there writes its result into
-that operand's buffer.  A cond's branches and a loop's carried variables take over
-operands that die at the cond or loop, so a loop body updates its carried arrays in
-place.  The loop-IR passes (``loops.passes``) then rewrite what this makes.
+or a view sharing one (a reshape, a loop's pass-through carry); a stack is a tape.  The
+module's plan (``plan.module``, read only) says per block which equations run as one
+kernel, which values are computed where they are read, and where each buffer is read
+last; the lowering frees it there (``Free``).  What it decides as it goes (the open
+blocks and the buffers they own, values waiting for their readers) is ``state``.  A
+pointwise kernel, a ``dynamic_update_slice`` or a scatter whose operand dies there
+writes its result into that operand's buffer.  A cond's branches and a loop's carried
+variables take over operands that die at the cond or loop, so a loop body updates its
+carried arrays in place.  The loop-IR passes (``loops.passes``) then rewrite what this makes.
 
 An equation making an array larger than the machine's memory raises what NumPy raises
 there, before any kernel runs over it (``sizes``).  Ops without loop IR yet raise
@@ -72,26 +73,9 @@ from ..lower.lapack import LapackLowering
 from ..lower.linalg import LinalgLowering
 from ..lower.ops import MoreLowering
 from ..lower.sizes import allocation_error
-from ..plan.fusion import (
-    BINARY,
-    REDUCE,
-    UNARY,
-    Epilogue,
-    epilogues,
-    find_runs,
-    fused_values,
-    is_pointwise,
-)
-from ..plan.memory import (
-    BlockPlan,
-    Owned,
-    column_targets,
-    destinations,
-    placed_in_concats,
-    plan_block,
-)
+from ..lower.state import Buffers, Fused, KernelBody, OpenBlock, Owned
+from ..plan.fusion import BINARY, REDUCE, UNARY, is_pointwise
 from ..plan.module import ModulePlan
-from ..plan.scalars import element_reads, element_writes
 
 #: Elements of a float32 sum added in float32 before the block's sum goes to the double
 #: accumulator, in SUM_LANES lanes (each adds 32 elements, four independent vector
@@ -121,7 +105,7 @@ class ModuleLowering:
         self.module = module
         self.names = {id(f): f"pbf_{k}" for k, f in enumerate(module.funcs.values())}
         self.entry = module.main
-        self.donated = plan.donated  # array parameters callees take over
+        self.plan = plan
         self.consts: list[tuple[str, object, list]] = []
         #: fault sites: the equations (``check``s, and others that may fail at run time)
         #: whose number a fault records, so that its exception names their line
@@ -152,37 +136,14 @@ class Lowering(MoreLowering, LinalgLowering, LapackLowering):
 
     def __init__(self, mod: ModuleLowering, func: Func):
         self.mod, self.func = mod, func
-        self.out: list[Stmt] = []  # the statement list being filled
-        self.vars: dict[int, str] = {}
-        self.count = 0
-        self.scopes: list[BlockPlan] = []  # the open blocks, innermost last
-        self.allocs: dict[str, Alloc] = {}  # buffers that may go on the arena
-        self.fused: dict[int, Callable[[Expr], Expr]] = {}  # values computed where read
+        self.plan = mod.plan.funcs[id(func)]  # read only
         self.entry = func is mod.entry
-        self.dest: dict[int, int] = {}  # entry results computed in the caller's buffers
-        self.fusible: set[int] = set()
-        self.loop_locals: dict[int, str] | None = None  # in a kernel body: values as locals
-        self.epilogues: dict[int, Epilogue] = {}  # products' epilogues, by product
-        self.absorbed: set[int] = set()  # epilogues' equations their products computed
-        self.element_reads: dict[int, Eqn] = {}  # one-element slices: their 0-d reshape
-        self.element_writes: set[int] = set()  # one-element updates read as 0-d values
-        self.broadcasts: set[int] = set()  # fused broadcasts
-        # fused slices and reshapes of them: the buffer they read, and the map from their
-        # linear index to its (read with no local: one kernel may read many positions)
-        self.remaps: dict[int, tuple[Atom, Callable[[Expr], Expr]]] = {}
-        # buffers some loop reads at other elements' positions (through a slice, gather,
-        # concatenation or pad read where used): no kernel writes its output over them
-        self.shifted: set[str] = set()
-        # values computed in the buffer of the concatenation reading them: it, offset
-        self.placed: dict[int, tuple[Var, int]] = {}
-        self.placed_names: dict[int, set[str]] = {}  # a concatenation: those buffers
-        # values a kernel may store straight into a column of a concatenation's buffer
-        self.column_targets: dict[int, tuple[Var, int, Var]] = {}
-        self.in_columns: set[int] = set()  # values (and their reshapes) stored so
-        self.transposed: dict[int, tuple[Atom, tuple[int, ...]]] = {}  # read by products
-        self.producers: dict[int, Eqn] = {}  # each value's equation
-        #: in a kernel by rows: its element's linear index, and its axis indices
-        self.kernel_axes: tuple[Expr, list[Expr]] | None = None
+        self.out: list[Stmt] = []  # the statement list being filled
+        self.vars: dict[int, str] = {}  # values' C names
+        self.count = 0  # names made so far
+        self.buffers = Buffers()
+        self.fused = Fused()
+        self.in_kernel = KernelBody()
 
     # -- statements and names -------------------------------------------------------------
 
@@ -227,14 +188,14 @@ class Lowering(MoreLowering, LinalgLowering, LapackLowering):
     def buf(self, a: Atom) -> Expr:
         """A tensor atom's data pointer (a fused value is computed into a buffer here,
         where a consumer needs one)."""
-        remap = self.remaps.pop(id(a), None)
+        remap = self.fused.remaps.pop(id(a), None)
         if remap is not None:  # a consumer needs it as a buffer of its own
             self.define(a)
             self.flat_loop(a, lambda i: Load(self.buf(remap[0]), remap[1](i)))
-        fused = self.fused.get(id(a))
+        fused = self.fused.exprs.get(id(a))
         if fused is not None:
             by_rows = self.reads_broadcast([a])
-            del self.fused[id(a)]
+            del self.fused.exprs[id(a)]
             self.define(a)
             self.flat_loop(a, fused, by_rows)
         if isinstance(a, Lit):
@@ -249,26 +210,26 @@ class Lowering(MoreLowering, LinalgLowering, LapackLowering):
         """Loops read ``a``'s buffer (if it has one) at other elements' positions."""
         name = self.vars.get(id(a))
         if name is not None:
-            self.shifted.add(name)
+            self.buffers.shifted.add(name)
 
     def elem(self, a: Atom, index: Expr) -> Expr:
         """Element ``index`` (a linear index) of a tensor atom; 0-d atoms broadcast; a
         fused value is its expression (in a kernel, a local computed once)."""
         if a.type.shape == ():
             return self.scalar(a)
-        if self.loop_locals is not None and id(a) in self.loop_locals:
-            return Sym(self.loop_locals[id(a)])
-        remap = self.remaps.get(id(a))
+        if self.in_kernel.locals is not None and id(a) in self.in_kernel.locals:
+            return Sym(self.in_kernel.locals[id(a)])
+        remap = self.fused.remaps.get(id(a))
         if remap is not None:
             return Load(self.buf(remap[0]), remap[1](index))
-        fused = self.fused.get(id(a))
+        fused = self.fused.exprs.get(id(a))
         if fused is None:
             return Load(self.buf(a), index)
-        if self.loop_locals is None:
+        if self.in_kernel.locals is None:
             return fused(index)
         name = self.fresh("t")
         self.add(Decl(name, ctype(a.type.dtype), fused(index)))
-        self.loop_locals[id(a)] = name
+        self.in_kernel.locals[id(a)] = name
         return Sym(name)
 
     def define(self, v: Var, allocate: bool = True) -> str:
@@ -281,31 +242,31 @@ class Lowering(MoreLowering, LinalgLowering, LapackLowering):
             self.add(Decl(name, "pb_tape *"))
         elif t.shape == ():
             self.add(Decl(name, ctype(t.dtype)))
-        elif id(v) in self.dest:  # the entry's result, computed in the caller's buffer
-            self.add(Pointer(name, ctype(t.dtype), Sym(f"r{self.dest[id(v)]}")))
-        elif id(v) in self.placed:  # computed in place in the concatenation reading it
-            out, offset = self.placed[id(v)]
+        elif id(v) in self.plan.dest:  # the entry's result, computed in the caller's buffer
+            self.add(Pointer(name, ctype(t.dtype), Sym(f"r{self.plan.dest[id(v)]}")))
+        elif id(v) in self.plan.placed:  # computed in place in the concatenation reading it
+            out, offset = self.plan.placed[id(v)]
             if id(out) not in self.vars:
                 self.define(out)
             self.add(Pointer(name, ctype(t.dtype), Sym(self.vars[id(out)]) + offset))
-            self.placed_names.setdefault(id(out), set()).add(name)
+            self.buffers.placed.setdefault(id(out), set()).add(name)
         elif not allocate:
             self.add(Pointer(name, ctype(t.dtype)))
             self.own(name, v)
         else:
             alloc = Alloc(name, ctype(t.dtype), t.size, arena=self.entry and
-                          len(self.scopes) == 1 and allocation_error(t) is None)
+                          len(self.buffers.scopes) == 1 and allocation_error(t) is None)
             self.add(alloc)
             if alloc.arena:
-                self.allocs[name] = alloc
+                self.buffers.arena[name] = alloc
             self.own(name, v)
         return name
 
     # -- memory -----------------------------------------------------------------------------
 
     @property
-    def scope(self) -> BlockPlan:
-        return self.scopes[-1]
+    def scope(self) -> OpenBlock:
+        return self.buffers.scopes[-1]
 
     def own(self, name: str, v: Var | None = None, last: int | None = None) -> None:
         """The open block owns buffer ``name`` holding ``v`` (None: a scratch buffer of
@@ -316,12 +277,12 @@ class Lowering(MoreLowering, LinalgLowering, LapackLowering):
             s.owned[name] = Owned(s.at)
             return
         if last is None:
-            last = s.last.get(id(s.root.get(id(v), v)), s.at)
+            last = s.plan.last.get(id(s.plan.root.get(id(v), v)), s.at)
         s.owned[name] = Owned(last, v.type.dtype.name, v.type.size)
 
     def free(self, name: str) -> None:
         """The end of buffer ``name``'s life."""
-        self.allocs.pop(name, None)
+        self.buffers.arena.pop(name, None)
         self.add(Free(name))
 
     def release(self, upto: int) -> None:
@@ -336,13 +297,13 @@ class Lowering(MoreLowering, LinalgLowering, LapackLowering):
         block owns and reads last between positions ``lo`` and ``hi`` (among ``names``
         when given): the caller computes ``out`` element by element from elements at
         the same index, so writing over that buffer is safe."""
-        if id(out) in self.dest or id(out) in self.placed or out.type.shape == ():
+        if id(out) in self.plan.dest or id(out) in self.plan.placed or out.type.shape == ():
             return False
         owned = self.scope.owned
         for name, o in owned.items():
             if lo <= o.last <= hi and o.dtype == out.type.dtype.name and \
                     o.size == out.type.size and (names is None or name in names) and \
-                    name not in self.shifted:
+                    name not in self.buffers.shifted:
                 self.vars[id(out)] = name
                 self.own(name, out)
                 return True
@@ -357,7 +318,7 @@ class Lowering(MoreLowering, LinalgLowering, LapackLowering):
         """Buffer ``name`` passes from the open block to a block nested in it (off the
         arena: the nested block frees it)."""
         del self.scope.owned[name]
-        alloc = self.allocs.pop(name, None)
+        alloc = self.buffers.arena.pop(name, None)
         if alloc is not None:
             alloc.arena = False
 
@@ -387,43 +348,31 @@ class Lowering(MoreLowering, LinalgLowering, LapackLowering):
 
     def open_block(self, blk: Block, names: Sequence[str], owns: Sequence[bool],
                    adopt: Sequence[tuple[str, Var]] = ()) -> None:
-        """Plan ``blk``, bind its parameters to ``names``; it owns those marked in
+        """Open ``blk``, bind its parameters to ``names``; it owns those marked in
         ``owns`` and the outer buffers in ``adopt`` (frees them after their last read
         or moves them to a result)."""
-        products = epilogues(blk)
-        self.epilogues.update(products)
-        runs = find_runs(blk, {id(e) for ep in products.values() for e in ep.eqns})
-        fusible = fused_values(blk, runs, {id(ep.out) for ep in products.values()})
-        self.placed.update(placed_in_concats(blk, fusible, self.dest))
-        self.column_targets.update(column_targets(blk, fusible, runs))
-        self.producers.update((id(o), e) for e in blk.eqns for o in e.outputs)
-        self.fusible |= fusible
-        self.element_reads.update(element_reads(blk, fusible))
-        self.element_writes |= element_writes(blk, fusible)
-        s = plan_block(blk, runs, fusible, self.dest)
-        self.scopes.append(s)
+        s = OpenBlock(self.plan.blocks[id(blk)])
+        self.buffers.scopes.append(s)
         self.bind(blk.params, names)
         for p, name, own in zip(blk.params, names, owns, strict=True):
             if own:
                 self.own(name, p)
         reads = free_vars(blk) if adopt else []
         for name, v in adopt:
-            self.own(name, v, max((s.last.get(id(u), -1) for u in reads
+            self.own(name, v, max((s.plan.last.get(id(u), -1) for u in reads
                                    if self.vars.get(id(u)) == name), default=-1))
         self.release(-1)
 
     def close_block(self) -> None:
         """Free what the block still owns (its results have moved out)."""
-        for name in self.scopes.pop().owned:
+        for name in self.buffers.scopes.pop().owned:
             self.free(name)
 
     # -- functions --------------------------------------------------------------------------
 
     def lower(self) -> LoopFunc:
         blk = self.func.block
-        if self.entry:
-            self.dest = destinations(blk)
-        donated = self.mod.donated.get(id(self.func), {})
+        donated = self.mod.plan.donated.get(id(self.func), {})
         names = [f"p{k}" for k in range(len(blk.params))]
         for k in donated:  # a buffer of its own: writable, freed or moved out here
             dt = ctype(blk.params[k].type.dtype)
@@ -449,7 +398,7 @@ class Lowering(MoreLowering, LinalgLowering, LapackLowering):
             t = r.type
             if t.shape == ():
                 self.add(Set(Load(Sym(f"r{k}"), Int(0)), self.scalar(r)))
-            elif self.dest.get(id(r)) != k:
+            elif self.plan.dest.get(id(r)) != k:
                 self.add(Copy(f"r{k}", self.buf(r), ctype(t.dtype), t.size, fresh=False))
 
     def results_out(self, results: Sequence[Atom], dests: Sequence[Expr]) -> None:
@@ -482,13 +431,13 @@ class Lowering(MoreLowering, LinalgLowering, LapackLowering):
     def block_body(self, blk: Block) -> None:
         """The open block's equations, each buffer freed after its last read."""
         s = self.scope
-        later = {id(e) for run in s.runs.values() for e in run[1:]}
+        later = {id(e) for run in s.plan.runs.values() for e in run[1:]}
         for k, eqn in enumerate(blk.eqns):
-            s.at = k if k in s.runs else s.pos[k]
-            if k in s.runs:
-                self.refuse_impossible(s.runs[k])
-                self.run(s.runs[k])
-            elif id(eqn) not in later and id(eqn) not in self.absorbed:
+            s.at = k if k in s.plan.runs else s.plan.pos[k]
+            if k in s.plan.runs:
+                self.refuse_impossible(s.plan.runs[k])
+                self.run(s.plan.runs[k])
+            elif id(eqn) not in later and id(eqn) not in self.fused.absorbed:
                 self.refuse_impossible([eqn])
                 self.equation(eqn)
             self.release(k)
@@ -521,17 +470,17 @@ class Lowering(MoreLowering, LinalgLowering, LapackLowering):
     def scalar_element(self, eqn: Eqn) -> bool:
         """A one-element read (with its reshape to 0-d) as one load into a local, or a
         0-d value reshaped for a one-element update read as itself (``scalars.py``)."""
-        reshape = self.element_reads.get(id(eqn))
+        reshape = self.plan.element_reads.get(id(eqn))
         if reshape is not None:
             x, *starts = eqn.inputs
             at = self._starts(x, starts, eqn.params["sizes"])
             name = self.define(reshape.outputs[0])
             self.add(Set(Sym(name), self.elem(x, linear(x.type.shape, at))))
-            self.absorbed.add(id(reshape))
+            self.fused.absorbed.add(id(reshape))
             return True
-        if eqn.op.name == "reshape" and id(eqn.outputs[0]) in self.element_writes:
+        if eqn.op.name == "reshape" and id(eqn.outputs[0]) in self.plan.element_writes:
             x = eqn.inputs[0]
-            self.fused[id(eqn.outputs[0])] = lambda i, x=x: self.scalar(x)
+            self.fused.exprs[id(eqn.outputs[0])] = lambda i, x=x: self.scalar(x)
             return True
         return False
 
@@ -552,11 +501,11 @@ class Lowering(MoreLowering, LinalgLowering, LapackLowering):
         stack, seen = list(atoms), set()
         while stack:
             a = stack.pop()
-            if id(a) in self.broadcasts:
+            if id(a) in self.fused.broadcasts:
                 return True
-            if id(a) in self.fused and id(a) not in seen and id(a) in self.producers:
+            if id(a) in self.fused.exprs and id(a) not in seen and id(a) in self.plan.producers:
                 seen.add(id(a))
-                stack.extend(self.producers[id(a)].inputs)
+                stack.extend(self.plan.producers[id(a)].inputs)
         return False
 
     @contextmanager
@@ -579,19 +528,19 @@ class Lowering(MoreLowering, LinalgLowering, LapackLowering):
             with self.loop("c", cols, pragma="simd", fused=fused):
                 i = Sym("i")
                 self.add(Decl("i", "int64_t", Sym(r) * cols + Sym("c")))
-                outer, self.kernel_axes = self.kernel_axes, (i, [*axes, Sym("c")])
+                outer, self.in_kernel.axes = self.in_kernel.axes, (i, [*axes, Sym("c")])
                 try:
                     yield i
                 finally:
-                    self.kernel_axes = outer
+                    self.in_kernel.axes = outer
 
     def pointwise(self, out: Var, expr: Callable[[Expr], Expr],
                   reads: Sequence[Atom] = ()) -> None:
         """``out[i] = expr(i)`` (over a dying operand's buffer if one fits), or, when
         ``out`` is fused into its consumers, just remember ``expr`` for them to compute
         in their own loops."""
-        if id(out) in self.fusible:
-            self.fused[id(out)] = expr
+        if id(out) in self.plan.fusible:
+            self.fused.exprs[id(out)] = expr
             return
         if not self.reuse(out, self.scope.at, self.scope.at):
             self.define(out)
@@ -613,19 +562,19 @@ class Lowering(MoreLowering, LinalgLowering, LapackLowering):
         first = run[0]
         n = (first.outputs[0] if is_pointwise(first) else first.inputs[0]).type.size
         stored = [e.outputs[0] for e in run if e.op.name not in REDUCE and
-                  id(e.outputs[0]) not in self.fusible and
-                  s.last.get(id(e.outputs[0]), -1) > s.at]
+                  id(e.outputs[0]) not in self.plan.fusible and
+                  s.plan.last.get(id(e.outputs[0]), -1) > s.at]
         needed, body = {id(v) for v in stored}, []
         for e in reversed(run):
             if e.op.name in REDUCE or id(e.outputs[0]) in needed:
                 needed.update(id(a) for a in e.inputs)
                 body.insert(0, e)
         for v in stored:
-            target = self.column_targets.get(id(v))
+            target = self.plan.column_targets.get(id(v))
             if target is not None:  # stored straight into its column of the records
                 if id(target[0]) not in self.vars:
                     self.define(target[0])
-                self.in_columns.update((id(v), id(target[2])))
+                self.buffers.in_columns.update((id(v), id(target[2])))
             elif not self.reuse(v, s.at, s.at):
                 self.define(v)
         accs, clauses = {}, ()
@@ -676,7 +625,7 @@ class Lowering(MoreLowering, LinalgLowering, LapackLowering):
             out = e.outputs[0]
             if id(e) in accs:
                 self.add(Set(Sym(self.vars[id(out)]), self.reduced(e, accs[id(e)])))
-            elif id(out) in self.fusible:  # computed again where read
+            elif id(out) in self.plan.fusible:  # computed again where read
                 self.pointwise(out, lambda i, e=e: pointwise_expr(
                     e, lambda a: self.elem(a, i)))
 
@@ -684,23 +633,23 @@ class Lowering(MoreLowering, LinalgLowering, LapackLowering):
                     i: Expr) -> None:
         """Element ``i`` of a run's kernel: its pointwise values as locals, reductions
         into ``accs``, the ``stored`` values written out."""
-        self.loop_locals = {}
+        self.in_kernel.locals = {}
         for e in body:
             v = e.outputs[0]
             if id(e) in accs:
                 self.accumulate(e, accs[id(e)], self.elem(e.inputs[0], i))
             else:
                 expr = pointwise_expr(e, lambda a: self.elem(a, i))
-                self.loop_locals[id(v)] = name = self.fresh("t")
+                self.in_kernel.locals[id(v)] = name = self.fresh("t")
                 self.add(Decl(name, ctype(v.type.dtype), expr))
         for v in stored:
-            if id(v) in self.in_columns:
-                out, col, _ = self.column_targets[id(v)]
+            if id(v) in self.buffers.in_columns:
+                out, col, _ = self.plan.column_targets[id(v)]
                 at = i * out.type.shape[-1] + col
-                self.add(Set(Load(Sym(self.vars[id(out)]), at), Sym(self.loop_locals[id(v)])))
+                self.add(Set(Load(Sym(self.vars[id(out)]), at), Sym(self.in_kernel.locals[id(v)])))
                 continue
-            self.add(Set(Load(Sym(self.vars[id(v)]), i), Sym(self.loop_locals[id(v)])))
-        self.loop_locals = None
+            self.add(Set(Load(Sym(self.vars[id(v)]), i), Sym(self.in_kernel.locals[id(v)])))
+        self.in_kernel.locals = None
 
     def op_random_bits(self, eqn: Eqn) -> None:
         (out,) = eqn.outputs
@@ -785,7 +734,7 @@ class Lowering(MoreLowering, LinalgLowering, LapackLowering):
         """The loop's carried variables, which become its results: a carry the body
         passes through is a view of its operand, an operand dying here moves in, others
         are copied."""
-        views = self.scope.views
+        views = self.scope.plan.views
         moves = self.hand_over(eqn, [None if id(o) in views else x
                                      for o, x in zip(eqn.outputs, xs, strict=True)])
         names = []
@@ -870,7 +819,7 @@ class Lowering(MoreLowering, LinalgLowering, LapackLowering):
                 args.append(self.scalar(x))
             else:
                 args.append(self.buf(x))
-        donated = self.mod.donated.get(id(callee), {})
+        donated = self.mod.plan.donated.get(id(callee), {})
         if donated:
             names = [self.vars.get(id(x)) if isinstance(x, Var) else None for x in eqn.inputs]
             for k in donated:  # hand the buffer over if it dies here, else a copy

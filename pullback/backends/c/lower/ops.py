@@ -116,9 +116,9 @@ class MoreLowering:
             self.elementwise(eqn)
             return
         out, dims = eqn.outputs[0], eqn.params["dims"]
-        if id(out) in self.fusible:
-            self.broadcasts.add(id(out))
-            self.fused[id(out)] = lambda i: self.elem(x, linear(x.type.shape, [
+        if id(out) in self.plan.fusible:
+            self.fused.broadcasts.add(id(out))
+            self.fused.exprs[id(out)] = lambda i: self.elem(x, linear(x.type.shape, [
                 Int(0) if x.type.shape[k] == 1 else self.axis_index(out, d, i)
                 for k, d in enumerate(dims)]))
             return
@@ -130,19 +130,19 @@ class MoreLowering:
         """In this context, element ``index`` (a linear index) of the loop's values is at
         axis indices ``axes`` (when given), which fused broadcasts read instead of
         dividing ``index``."""
-        outer = self.kernel_axes
+        outer = self.in_kernel.axes
         if axes is not None:
-            self.kernel_axes = (index, axes)
+            self.in_kernel.axes = (index, axes)
         try:
             yield index
         finally:
-            self.kernel_axes = outer
+            self.in_kernel.axes = outer
 
     def axis_index(self, v: Var, axis: int, index: Expr) -> Expr:
         """The index along ``axis`` of element ``index`` (a linear index) of ``v``: the
         kernel's own axis index when ``index`` is its element's, else arithmetic."""
-        if self.kernel_axes is not None and index is self.kernel_axes[0]:
-            return self.kernel_axes[1][axis]
+        if self.in_kernel.axes is not None and index is self.in_kernel.axes[0]:
+            return self.in_kernel.axes[1][axis]
         stride = strides(v.type.shape)[axis]
         along = Bin("/", index, Int(stride)) if stride > 1 else index
         return along if axis == 0 else Bin("%", along, Int(v.type.shape[axis]))
@@ -151,16 +151,16 @@ class MoreLowering:
         """A view of its operand's buffer, or a copy where it cannot be one (a fused
         slice's reshape reads what the slice reads, at the same linear index)."""
         (out,) = eqn.outputs
-        if id(out) in self.in_columns:  # its kernel stored it in the concatenation
+        if id(out) in self.buffers.in_columns:  # its kernel stored it in the concatenation
             return
-        if id(out) in self.fusible and id(eqn.inputs[0]) in self.remaps:
-            self.remaps[id(out)] = self.remaps[id(eqn.inputs[0])]
+        if id(out) in self.plan.fusible and id(eqn.inputs[0]) in self.fused.remaps:
+            self.fused.remaps[id(out)] = self.fused.remaps[id(eqn.inputs[0])]
             return
-        if id(out) in self.fusible and id(eqn.inputs[0]) in self.fused:
+        if id(out) in self.plan.fusible and id(eqn.inputs[0]) in self.fused.exprs:
             x = eqn.inputs[0]
-            self.fused[id(out)] = lambda i: self.elem(x, i)  # the same linear index
+            self.fused.exprs[id(out)] = lambda i: self.elem(x, i)  # the same linear index
             return
-        if id(out) in self.scope.views:
+        if id(out) in self.scope.plan.views:
             self.vars[id(out)] = self.vars[id(eqn.inputs[0])]
             return
         self.define(out)
@@ -168,8 +168,8 @@ class MoreLowering:
 
     def op_transpose(self, eqn: Eqn) -> None:
         perm = eqn.params["perm"]
-        if id(eqn.outputs[0]) in self.fusible:  # the products reading it read its source
-            self.transposed[id(eqn.outputs[0])] = (eqn.inputs[0], perm)
+        if id(eqn.outputs[0]) in self.plan.fusible:  # the products reading it read its source
+            self.fused.transposed[id(eqn.outputs[0])] = (eqn.inputs[0], perm)
             return
 
         def index_of(idx):
@@ -195,9 +195,9 @@ class MoreLowering:
             return linear(x.type.shape, [s + _along(out.type.shape, d, i) * st for d, (s, st)
                                          in enumerate(zip(start, stride, strict=True))])
 
-        if id(out) in self.fusible:
-            src, inner = self.remaps.get(id(x), (x, None))
-            self.remaps[id(out)] = (src, at if inner is None else lambda i: inner(at(i)))
+        if id(out) in self.plan.fusible:
+            src, inner = self.fused.remaps.get(id(x), (x, None))
+            self.fused.remaps[id(out)] = (src, at if inner is None else lambda i: inner(at(i)))
             self.read_shifted(src)
         elif rows:
             self.define(out)
@@ -224,15 +224,15 @@ class MoreLowering:
 
     def op_concatenate(self, eqn: Eqn) -> None:
         (out,) = eqn.outputs
-        if id(out) in self.fusible:  # read where needed, from the operand it falls in
+        if id(out) in self.plan.fusible:  # read where needed, from the operand it falls in
             for x in eqn.inputs:
                 self.read_shifted(x)
-            self.fused[id(out)] = lambda i: self._joined(eqn, i)
+            self.fused.exprs[id(out)] = lambda i: self._joined(eqn, i)
             return
         if id(out) not in self.vars:  # (defined already where an operand was placed in it)
             self.define(out)
         axis, dest = eqn.params["axis"], self.vars[id(out)]
-        inside = self.placed_names.get(id(out), set())
+        inside = self.buffers.placed.get(id(out), set())
         width = out.type.shape[axis] if out.type.ndim else 0
         if axis == out.type.ndim - 1 and width <= CONCAT_UNROLL and out.type.size:
             # along a short last axis (columns assembled into records): one pass over the
@@ -245,12 +245,12 @@ class MoreLowering:
                 for x in eqn.inputs:
                     w = x.type.shape[-1]
                     for c in range(0 if self.vars.get(id(x)) in inside or
-                                   id(x) in self.in_columns else w):
+                                   id(x) in self.buffers.in_columns else w):
                         self.add(Set(Load(Sym(dest), at * width + (col + c)),
                                      self.elem(x, at * w + c if w > 1 else at)))
                     col += w
 
-            if any(self.vars.get(id(x)) not in inside and id(x) not in self.in_columns
+            if any(self.vars.get(id(x)) not in inside and id(x) not in self.buffers.in_columns
                    for x in eqn.inputs):
                 self.nd_loop(rows, row)
             return
@@ -262,7 +262,7 @@ class MoreLowering:
                              self.elem(x, linear(x.type.shape, idx))))
 
             if x.type.size and self.vars.get(id(x)) not in inside and \
-                    id(x) not in self.in_columns:
+                    id(x) not in self.buffers.in_columns:
                 self.nd_loop(x.type.shape, body)
             offset += x.type.shape[axis]
 
@@ -289,7 +289,7 @@ class MoreLowering:
         (out,) = eqn.outputs
         x, value = eqn.inputs
         lo, interior = eqn.params["lo"], eqn.params["interior"]
-        if id(out) in self.fusible:  # read where needed: an element of x, or the value
+        if id(out) in self.plan.fusible:  # read where needed: an element of x, or the value
             before = lo[0] * strides(out.type.shape)[0]
 
             def element(i: Expr) -> Expr:
@@ -303,7 +303,7 @@ class MoreLowering:
                 return Cond(inside, self.elem(x, j), self.scalar(value))
 
             self.read_shifted(x)
-            self.fused[id(out)] = element
+            self.fused.exprs[id(out)] = element
             return
         self.define(out)
         dest = self.vars[id(out)]
@@ -497,8 +497,8 @@ class MoreLowering:
         axes = eqn_axes(eqn)
         ins = list(eqn.inputs)
         for side, x in enumerate(eqn.inputs):
-            if id(x) in self.transposed:
-                ins[side], perm = self.transposed[id(x)]
+            if id(x) in self.fused.transposed:
+                ins[side], perm = self.fused.transposed[id(x)]
                 axes[side] = through_transpose(eqn, side, perm)
         a, b = ins
         (lc, lb), (rc, rb) = axes
@@ -549,14 +549,14 @@ class MoreLowering:
         x, y = self.buf(a), self.buf(b)
         alpha: Expr | None = None
         addend: Expr | None = None
-        ep = self.epilogues.get(id(eqn))
+        ep = self.plan.epilogues.get(id(eqn))
         if ep is None:
             self.define(out)
             c = self.buf(out)
         else:
             for e in ep.before:
                 self.equation(e)
-            self.absorbed |= {id(e) for e in (*ep.before, *ep.eqns)}
+            self.fused.absorbed |= {id(e) for e in (*ep.before, *ep.eqns)}
             out = ep.out
             if ep.scale is not None:
                 alpha = self.scalar(ep.scale)
@@ -568,8 +568,8 @@ class MoreLowering:
             s = self.scope
             name = addend.name if isinstance(addend, Sym) else None
             owned = s.owned.get(name)
-            if owned is not None and ep.adjacent and owned.last == s.pos[ep.at] and \
-                    owned.size == out.type.size and id(out) not in self.dest and \
+            if owned is not None and ep.adjacent and owned.last == s.plan.pos[ep.at] and \
+                    owned.size == out.type.size and id(out) not in self.plan.dest and \
                     name not in (getattr(x, "name", None), getattr(y, "name", None)):
                 self.vars[id(out)] = name  # the sum takes the addend's buffer over
                 self.own(name, out)
@@ -637,20 +637,20 @@ class MoreLowering:
         (out,) = eqn.outputs
         x, idx = eqn.inputs
         axis = eqn.params["axis"]
-        if id(out) in self.fusible:  # a 1-d array's elements, loaded where read
+        if id(out) in self.plan.fusible:  # a 1-d array's elements, loaded where read
             size = x.type.shape[0]
             if (id(idx), size) not in self.scope.checked:
                 self.scope.checked.add((id(idx), size))
                 self.nd_loop(idx.type.shape, lambda ix: self._checked_index(
                     eqn, idx, linear(idx.type.shape, ix), axis, size))
-            src, inner = self.remaps.get(id(x), (x, None))
+            src, inner = self.fused.remaps.get(id(x), (x, None))
 
             def element(i: Expr) -> Expr:
                 j = Cast("int64_t", self.elem(idx, i))
                 return Load(self.buf(src), j if inner is None else inner(j))
 
             self.read_shifted(src)
-            self.fused[id(out)] = element
+            self.fused.exprs[id(out)] = element
             return
         self.define(out)
         dest = self.vars[id(out)]

@@ -11,7 +11,9 @@ pass ``loops.arena`` then places the entry's top-level buffers on the call's are
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
 
 from ....ir.core import Atom, Block, Eqn, Var
 from ....ir.rewrite import block_readers, free_vars, read_counts
@@ -42,7 +44,7 @@ def destinations(blk: Block) -> dict[int, int]:
 
 
 
-def placed_in_concats(blk: Block, fusible: set[int], dest: dict[int, int]
+def placed_in_concats(blk: Block, fusible: Collection[int], dest: Mapping[int, int]
                       ) -> dict[int, tuple[Var, int]]:
     """Values of ``blk`` computed straight into the buffer of the concatenation that is
     their only reader (directly or through a reshape), at their offset in it: operands
@@ -72,7 +74,7 @@ def placed_in_concats(blk: Block, fusible: set[int], dest: dict[int, int]
     return placed
 
 
-def column_targets(blk: Block, fusible: set[int], runs: dict[int, list[Eqn]]
+def column_targets(blk: Block, fusible: Collection[int], runs: Mapping[int, Sequence[Eqn]]
                    ) -> dict[int, tuple[Var, int, Var]]:
     """Values of ``blk`` that, outside the run computing them, only a reshape adding a
     last axis of size 1 reads (its other readers are run members the kernel computes
@@ -108,7 +110,8 @@ def column_targets(blk: Block, fusible: set[int], runs: dict[int, list[Eqn]]
     return found
 
 
-def views_of(eqn: Eqn, fusible: set[int], dest: dict[int, int]) -> list[tuple[Var, Var]]:
+def views_of(eqn: Eqn, fusible: Collection[int], dest: Mapping[int, int]
+             ) -> list[tuple[Var, Var]]:
     """``(result, operand)`` pairs of ``eqn`` where the result shares the operand's buffer:
     a reshape, and a loop's carries its body passes through unchanged."""
     name = eqn.op.name
@@ -129,33 +132,21 @@ def views_of(eqn: Eqn, fusible: set[int], dest: dict[int, int]) -> list[tuple[Va
 
 
 
-@dataclass
-class Owned:
-    """A buffer a block frees: the position of its last read, its dtype and size."""
+@dataclass(frozen=True)
+class BlockMemory:
+    """Where a block's buffers are read.  Positions are equation indices (a run's
+    equations are read at its first, a fused equation at its last consumer's; parameters
+    at -1, results at ``len(eqns)``)."""
 
-    last: int
-    dtype: str = ""
-    size: int = -1
-
-
-@dataclass
-class BlockPlan:
-    """An open block's memory plan.  Positions are equation indices (a run's equations
-    are read at its first, a fused equation at its last consumer's; parameters at -1,
-    results at ``len(eqns)``)."""
-
-    runs: dict[int, list[Eqn]]
-    pos: list[int]  # per equation: where its operands are read
-    root: dict[int, Var]  # a view's id: the value owning its buffer
-    last: dict[int, int]  # a buffer-owning value's id: position of its last read
-    views: set[int]
-    owned: dict[str, Owned] = field(default_factory=dict)  # C name: buffers to free
-    at: int = -1  # the position being emitted
-    checked: set[tuple[int, int]] = field(default_factory=set)  # gathers' tested indices
+    runs: Mapping[int, tuple[Eqn, ...]]  # fusion's runs, by the index of their first
+    pos: tuple[int, ...]  # per equation: where its operands are read
+    root: Mapping[int, Var]  # a view's id: the value owning its buffer
+    last: Mapping[int, int]  # a buffer-owning value's id: position of its last read
+    views: frozenset[int]
 
 
-def plan_block(blk: Block, runs: dict[int, list[Eqn]], fusible: set[int],
-          dest: dict[int, int]) -> BlockPlan:
+def plan_block(blk: Block, runs: Mapping[int, Sequence[Eqn]], fusible: Collection[int],
+               dest: Mapping[int, int]) -> BlockMemory:
     """Where each buffer of ``blk`` is read last (views extend their owner's life)."""
     eqns = blk.eqns
     readers: dict[int, list[int]] = {}
@@ -191,4 +182,6 @@ def plan_block(blk: Block, runs: dict[int, list[Eqn]], fusible: set[int],
             use(a, pos[k])
     for r in blk.results:
         use(r, len(eqns))
-    return BlockPlan(runs, pos, root, last, views)
+    return BlockMemory(MappingProxyType({k: tuple(run) for k, run in runs.items()}),
+                       tuple(pos), MappingProxyType(root), MappingProxyType(last),
+                       frozenset(views))
