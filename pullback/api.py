@@ -15,12 +15,11 @@ import contextlib
 import functools
 import inspect
 import io
-import operator
 import threading
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -35,16 +34,18 @@ from .errors import (
     warn_user,
 )
 from .frontend.lifting import has_ref
-from .frontend.outside import Capture, current_inputs
+from .frontend.outside import current_inputs
 from .frontend.specialise import Signature, Staged, signature, stage
-from .frontend.specialise import leaf_kind as _leaf_kind
 from .frontend.stager import Stager
 from .ir.core import Func
 from .ir.verify import verify
 from .keys import Registry, callable_key
 from .passes.manager import optimize
 from .tracebacks import BARE_RAISE_KEEPS_TRACEBACK, hide_internal_frames, public
-from .tree import TreeDef, tree_flatten, tree_unflatten
+from .tree import tree_unflatten
+
+if TYPE_CHECKING:
+    from .backends.c import FastEntry
 
 BACKENDS = ("interp", "c")
 
@@ -149,135 +150,6 @@ def run(staged: Staged, sig: Signature, extra: Sequence[Any] = ()) -> Any:
     return tree_unflatten(staged.out_tree, result)
 
 
-class FastEntry(NamedTuple):
-    """A call straight to native code (see ``_fast_entry``)."""
-
-    call: Callable
-    form: bytes
-    tree: TreeDef | None  # the positional arguments' structure, unless all are leaves
-    taken: tuple[int, ...] | None  # the leaves passed on (all: None)
-    guard: tuple  # (leaf count, (place, type, value) of the Python scalars fixed)
-    nest: Callable[[tuple], Any] | None  # nests the flat results (None: as they come)
-    pinned: tuple[tuple[dict, str, Any], ...]  # globals it reads: the same objects still?
-    captures: tuple[Capture, ...]  # the rest it reads from outside (see _fast_call)
-    feeds: tuple[dict, Callable[[dict], Any], bool] | None  # the rest, when all are
-    # globals of one module fed as run-time values: (the module's globals, their getter,
-    # whether there is one), read inline
-
-
-def _nesting(shape: Any) -> Callable[[tuple], Any] | None:
-    """For results nested in tuples and lists (``(loss, (g1, g2))``), a function that
-    builds that nesting from the flat tuple of results; None for any other structure."""
-    if type(shape) is int:
-        return operator.itemgetter(shape)
-    if type(shape) not in (tuple, list):
-        return None
-    parts = [_nesting(s) for s in shape]
-    if any(p is None for p in parts):
-        return None
-    kind = type(shape)
-    return lambda flat: kind([p(flat) for p in parts])
-
-
-def _rebuild(tree: TreeDef, shape: Any) -> Callable[[tuple], Any]:
-    """What gives the flat tuple of results the structure ``tree`` (whose leaves numbered
-    in order are ``shape``): tuples and lists directly, other pytrees (dicts,
-    dataclasses) by unflattening."""
-    return _nesting(shape) or (lambda flat: tree_unflatten(tree, list(flat)))
-
-
-def _fast_entry(staged: Staged, sig: Signature, args: tuple) -> FastEntry | None:
-    """The compiled entry when a call like this one can go straight to native code:
-    positional arguments only (arrays and scalars, or pytrees of them, each array a
-    parameter of its own), besides Python scalars the specialisation is for (checked on
-    each call), nothing static by name, nothing written back, results made by the
-    function (alone, or in any pytree: the C entry returns them as a tuple, nested in
-    Python).  The entry answers NotImplemented to any other call.  (Parameters follow
-    the flattened arguments' order, which the form maps to places.)"""
-    from .backends import c
-
-    call = getattr(staged.runner, "call", None)
-    *leaves, static = sig.leaves
-    flat, tree = tree_flatten(args)
-    kinds = [_leaf_kind(a) for a in flat]
-    if call is None or static or staged.writeback or staged.outside_writeback or \
-            len(leaves) != len(flat) or \
-            len(sig.dynamic) != sum(k is not None for k in kinds) or \
-            any(s[0] != "dyn" for s in staged.outputs) or \
-            any(k is None and type(a) not in (int, bool, str, type(None))
-                for a, k in zip(flat, kinds, strict=True)):
-        return None
-    passed = [a for a, k in zip(flat, kinds, strict=True) if k is not None]
-    positions: list[int] = []  # each parameter's place among the arguments passed
-    for x in (x for x in leaves if _leaf_kind(x) is not None):
-        j = next((j for j, a in enumerate(passed) if a is x and j not in positions), None)
-        if j is None:
-            return None
-        positions.append(j)
-    n_out = len(staged.outputs)
-    order = list(range(n_out))
-    shape = tree_unflatten(staged.out_tree, order)
-    nest = None
-    if type(shape) is int and n_out == 1:
-        shape_form = c.ONE
-    elif type(shape) in (tuple, list) and list(shape) == order:
-        shape_form = c.TUPLE if type(shape) is tuple else c.LIST
-    else:
-        shape_form, nest = c.TUPLE, _rebuild(staged.out_tree, shape)
-    how = {"array": c.ARRAY, "scalar": c.SCALAR, "python": c.FLOAT}
-    ins = [(how[_leaf_kind(passed[j])], j) for j in positions]
-    fed = [c for c in staged.captures if c.kind is not None and not c.frozen and c.same is None]
-    ins += [({"array": c.ARRAY, "scalar": c.SCALAR, "float": c.FLOAT}[x.kind], len(passed) + k)
-            for k, x in enumerate(fed)]
-    outs = [c.PYTHON if weak else c.NUMPY if kind == "scalar" else c.ARRAY
-            for _, kind, weak in staged.outputs]
-    guard = tuple((j, type(a), a) for j, (a, k) in enumerate(zip(flat, kinds, strict=True))
-                  if k is None)
-    taken = tuple(j for j, k in enumerate(kinds) if k is not None) if guard else None
-    all_leaves = len(flat) == len(args) and all(a is x for a, x in zip(args, flat, strict=True))
-    nested = None if all_leaves else tree
-    return FastEntry(call, c.form(shape_form, ins, outs), nested, taken,
-                     (len(flat), guard) if guard else (), nest,
-                     tuple((x.env, x.name, x.seen) for x in staged.captures if x.pinned),
-                     tuple(x for x in staged.captures if not x.pinned), _feeds(staged))
-
-
-def _feeds(staged: Staged) -> tuple[dict, Callable[[dict], Any], bool] | None:
-    """How the run-time captures are read when each is a global of one module (the
-    common case, read inline on the fast path; the native entry checks their types)."""
-    rest = [x for x in staged.captures if not x.pinned]
-    env = rest[0].env if rest else None
-    if env is not None and all(x.env is env and x.kind is not None and not x.frozen and
-                               x.same is None for x in rest):
-        return env, operator.itemgetter(*(x.name for x in rest)), len(rest) == 1
-    return None
-
-
-def _fast_call(fast: FastEntry, args: tuple, cells: Sequence[Any]) -> Any:
-    """A fast entry's call of pytree arguments, of fixed Python scalars among them, or
-    reading values from outside (``cells``: the called function's)."""
-    leaves = args
-    if fast.tree is not None:
-        flat, tree = tree_flatten(args)
-        if tree != fast.tree:
-            return NotImplemented
-        leaves = tuple(flat)
-    passed = leaves
-    if fast.taken is not None:
-        size, fixed = fast.guard
-        if len(leaves) != size or not all(type(leaves[j]) is t and leaves[j] == v
-                                          for j, t, v in fixed):
-            return NotImplemented
-        passed = tuple([leaves[j] for j in fast.taken])
-    if fast.captures:
-        values = current_inputs(fast.captures, cells, leaves, native=True)
-        if values is None:
-            return NotImplemented
-        if values:
-            passed = (*passed, *values)
-    return fast.call(passed, fast.form)
-
-
 class _Specialisations:
     """What every ``Jitted`` of one computation shares (see ``keys``): the compiled
     specialisations, the fast entry of the last call, the function's signature."""
@@ -287,7 +159,7 @@ class _Specialisations:
     def __init__(self) -> None:
         self.cache: dict[tuple, list[Staged]] = {}  # per signature, newest first
         self.lock = threading.Lock()
-        self.fast: FastEntry | None = None  # see _fast_entry
+        self.fast: FastEntry | None = None  # see backends.c.fast_entry
         self.params: inspect.Signature | None = None  # fn's signature, once asked
         self.ints: dict[str, set[int]] = {}  # Python-int arguments' values compiled for
 
@@ -407,7 +279,7 @@ class Jitted:
                         break
                 else:
                     if tree is not None or taken is not None:
-                        out = _fast_call(fast, args, self._cells)
+                        out = fast.through(args, self._cells)
                     elif not captures:
                         out = call(args, form)
                     elif feeds is not None:
@@ -418,7 +290,7 @@ class Jitted:
                         else:
                             out = call((*args, now) if feeds[2] else args + now, form)
                     else:
-                        out = _fast_call(fast, args, self._cells)
+                        out = fast.through(args, self._cells)
                     if out is not NotImplemented:
                         return out if nest is None else nest(out)
             try:
@@ -434,8 +306,10 @@ class Jitted:
             if staged.writeback or staged.outside_writeback:
                 return self._run_writing(staged, sig, args, kwargs)
             result = run(staged, sig)
-            if not kwargs:
-                spec.fast = _fast_entry(staged, sig, args) or spec.fast
+            if not kwargs and staged.runner is not None:
+                from .backends import c
+
+                spec.fast = c.fast_entry(staged, sig, args) or spec.fast
             return result
         except Exception as e:  # the API's boundary (``tracebacks.public``, inline: no call)
             hide_internal_frames(e)

@@ -15,8 +15,9 @@ import numpy as np
 import pytest
 
 import pullback as pb
-from pullback.backends import c
 from pullback.backends.c.build import compiler
+from pullback.backends.c.call import convention
+from pullback.backends.c.emit.entry import BIG_RESULT
 from pullback.errors import UnsupportedError
 
 
@@ -193,7 +194,8 @@ def test_call_rejects_a_bad_form():
     with pytest.raises(TypeError):
         call((X,), b"\x00")
     with pytest.raises(ValueError, match="place"):
-        call((X,), c.form(c.LIST, [(c.ARRAY, 7)], [c.ARRAY]))
+        call((X,), convention.form(convention.LIST, [(convention.ARRAY, 7)],
+                                     [convention.ARRAY]))
     assert call((X, X), staged.runner.list_form) is NotImplemented
 
 
@@ -260,7 +262,7 @@ def test_big_results_take_memory_numpy_freed_from_earlier_ones():
     arrays keep NumPy's own allocator."""
     from numpy._core.multiarray import get_handler_name
 
-    n = c.BIG_RESULT // 8 + 1
+    n = BIG_RESULT // 8 + 1
     x = np.linspace(0, 1, n)
     f = pb.jit(lambda x: x * 2.0 + 1.0, backend="c")
     first = f(x)

@@ -12,7 +12,7 @@ kernels) are built once per compiler, flags, Python and NumPy.
 The cache key covers everything that shapes the output: source, headers, compiler and
 its version, the flags as requested, the Python ABI, NumPy's version (modules use its
 C API) and the CPU (``-march=native`` code may not run on another machine sharing the
-cache).
+cache).  Loading this module makes the threading choices (``choose_threading``).
 """
 
 from __future__ import annotations
@@ -442,3 +442,7 @@ def _cpu_id() -> str:
                 if line.startswith(("flags", "Features")):  # x86, arm
                     return line.strip()
     return f"{platform.machine()} {platform.processor()}"
+
+
+# before any module this backend builds loads OpenMP and OpenBLAS
+choose_threading()

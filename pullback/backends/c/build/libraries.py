@@ -1,0 +1,26 @@
+"""The runtime's C sources a build needs: the headers of modules and runtime libraries,
+and the libraries modules link."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+_RUNTIME = Path(__file__).parent.parent / "runtime"
+#: The headers of modules and runtime libraries.
+HEADERS = {name: (_RUNTIME / name).read_text() for name in ("runtime.h", "kernels.h")}
+#: The runtime libraries modules link, and what a module calls that needs each: the
+#: Python side of every call and the memory of calls (glue), and routines too large to
+#: compile into each module: small products (kernels), large ones (packed) and LAPACK's
+#: factorizations (lapack).  A machine's first module builds those it needs at once,
+#: beside its own compile.
+LIBRARIES = {name: ((_RUNTIME / file).read_text(), re.compile(calls))
+             for name, file, calls in (("pbglue", "glue.c", ""),
+                                       ("pbkernels", "kernels.c", r"\bpb_gemm_(?:float|int)"),
+                                       ("pbpacked", "packed.c", r"\bpb_gemm_packed_"),
+                                       ("pblapack", "lapack.c", r"\bpb_lapack_"))}
+
+
+def needed(text: str) -> dict[str, str]:
+    """The libraries (name: C text) a module of C ``text`` links."""
+    return {name: source for name, (source, calls) in LIBRARIES.items() if calls.search(text)}

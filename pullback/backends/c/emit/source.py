@@ -1,0 +1,45 @@
+"""A function's extension module as C text: the includes, the loop IR's functions
+(``codegen``) and the entry, under a name that is a hash of the text."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+from ....ir.core import Func
+from ..loops.ir import LoopModule
+from ..loops.printer import format_module
+from ..lower.lowering import LoweredModule
+from .codegen import generate
+from .entry import INCLUDES, entry
+
+
+@dataclass
+class Source:
+    """A function's extension module before it is built: its name and C text, its loop
+    IR as text, and the checks and prints its faults and output refer to."""
+
+    name: str
+    text: str
+    module: LoopModule
+    checks: list
+    prints: list
+
+    @property
+    def loops(self) -> str:
+        return format_module(self.module)
+
+
+def module_source(func: Func, lowered: LoweredModule) -> Source:
+    """The C of ``func``'s module, from its loop IR after the loop passes."""
+    loops, checks, prints = lowered
+    body = generate(loops)
+    # checks and prints share code whatever they say, and modules of one source share
+    # their hooks: what they say (and the lines faults name) goes in the source, so
+    # different messages differ
+    notes = repr([(e.op.name, sorted(e.params.items())) for e in [*checks, *prints]] +
+                 [(str(e.loc), e.loc.func) for e in checks if e.loc is not None])
+    notes = notes.replace("*/", "* /")
+    name = f"pb_{hashlib.sha256((body + entry(func, '', notes)).encode()).hexdigest()[:16]}"
+    return Source(name, "\n".join([INCLUDES, body, entry(func, name, notes)]), loops, checks,
+                  prints)
