@@ -27,7 +27,7 @@ from pullback.backends.c.loops.ir import (
     walk,
 )
 from pullback.backends.c.loops.printer import ExprPrinter
-from pullback.backends.c.lower.lowering import SUM_BLOCK
+from pullback.backends.c.lower.elementwise import SUM_BLOCK
 
 pytestmark = pytest.mark.skipif(not compiler.have_compiler(), reason="no C compiler")
 

@@ -14,7 +14,7 @@ import pullback as pb
 from pullback.backends import c
 from pullback.backends.c.build import compiler
 from pullback.backends.c.loops.ir import Const, Gemm, Sym, walk
-from pullback.backends.c.lower import ops
+from pullback.backends.c.lower import products
 
 pytestmark = pytest.mark.skipif(not compiler.have_compiler(), reason="no C compiler")
 
@@ -129,8 +129,8 @@ def _plus_one(a, b):
 
 def test_small_products_emit_no_blas_call_and_large_ones_do():
     small, large = 32, 128
-    assert small ** 3 <= min(ops.GEMM_INLINE_MAX_WORK.values())
-    assert large ** 3 > max(ops.GEMM_INLINE_MAX_WORK.values())
+    assert small ** 3 <= min(products.GEMM_INLINE_MAX_WORK.values())
+    assert large ** 3 > max(products.GEMM_INLINE_MAX_WORK.values())
     for n, blas in ((small, False), (large, True)):
         a, b = _operands([(n, n), (n, n)], "float32")
         got, gemms = _native(_plus_one, a, b)

@@ -16,7 +16,7 @@ to scalars of a dtype; ``Bin`` is index and pointer arithmetic and logic on C in
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import TypeVar
 
@@ -173,6 +173,11 @@ def linear(shape, idx) -> Expr:
         if d != 1:
             total = total + as_expr(i) * s
     return total
+
+
+def element_at(dest: str, shape: Sequence[int], idx: Sequence[Expr]) -> Expr:
+    """Element ``idx`` of buffer ``dest`` (the local itself for a 0-d value)."""
+    return Sym(dest) if len(shape) == 0 else Load(Sym(dest), linear(shape, idx))
 
 
 # -- statements -----------------------------------------------------------------------

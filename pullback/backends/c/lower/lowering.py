@@ -25,77 +25,51 @@ from typing import NamedTuple
 
 from ....ir.core import Atom, Block, Eqn, Func, Lit, Module, Var
 from ....ir.rewrite import free_vars
-from ....ir.types import StackType, TensorType, float32
+from ....ir.types import StackType, TensorType
 from ....passes.inline import is_recursive
 from ..loops.ir import (
     PARALLEL_MIN,
     Addr,
     Alloc,
     Bin,
-    Break,
-    Call,
     Cast,
-    Cond,
     Const,
     Copy,
     Decl,
     Expr,
-    Failed,
-    Fn,
-    Forever,
     Free,
-    If,
     Int,
     Load,
     Loop,
     LoopFunc,
     LoopModule,
     Move,
-    Op,
     Param,
     Pointer,
-    Print,
     Raise,
-    Range,
-    Runtime,
-    Scope,
     Set,
     Stmt,
     Sym,
     Unsupported,
     as_expr,
     ctype,
-    first_read,
+    element_at,
     linear,
     strides,
 )
-from ..lower.lapack import LapackLowering
-from ..lower.linalg import LinalgLowering
-from ..lower.ops import MoreLowering
-from ..lower.sizes import allocation_error
-from ..lower.state import Buffers, Fused, KernelBody, OpenBlock, Owned
-from ..plan.fusion import BINARY, REDUCE, UNARY, is_pointwise
 from ..plan.module import ModulePlan
+from . import control, elementwise, indexing, layout, library, products, reductions
+from .elementwise import lower_run
+from .handlers import HANDLERS
+from .sizes import allocation_error
+from .state import Buffers, Fused, KernelBody, OpenBlock, Owned
 
-#: Elements of a float32 sum added in float32 before the block's sum goes to the double
-#: accumulator, in SUM_LANES lanes (each adds 32 elements, four independent vector
-#: chains); 10M-element sums measured 1.9 ms with a conversion per element, 1.2 ms in
-#: blocks of 512 in 16 lanes (one thread, read bound 0.95 ms), 4% less in these blocks.
-SUM_BLOCK = 2048
-SUM_LANES = 64
+#: The modules whose handlers fill ``HANDLERS`` as they are imported, one per op family.
+FAMILIES = (control, elementwise, layout, reductions, products, indexing, library)
+
 #: Kernels reading a fused broadcast run by rows when rows are at least this long (SIMD
 #: lanes to fill); shorter rows run flat, each axis index computed by division.
 ROW_MIN = 16
-
-
-def pointwise_expr(eqn: Eqn, operand: Callable[[Atom], Expr]) -> Expr:
-    """One element of a pointwise equation's result, given its operands' elements."""
-    name, ins = eqn.op.name, eqn.inputs
-    if name in ("stop_gradient", "broadcast_in_dim"):  # a broadcast of a 0-d value
-        return operand(ins[0])
-    dt = ins[-1].type.dtype if name == "select" else ins[0].type.dtype
-    out = eqn.outputs[0].type.dtype
-    return Op(name, tuple(operand(x) for x in ins), dt, out)
 
 
 class ModuleLowering:
@@ -131,8 +105,10 @@ class ModuleLowering:
         return LoopModule(funcs, self.consts)
 
 
-class Lowering(MoreLowering, LinalgLowering, LapackLowering):
-    PARALLEL_MIN = PARALLEL_MIN
+class Lowering:
+    """One function's loop IR: names and statements, buffers and their ownership,
+    kernels and blocks.  Each op's equations are lowered by its handler (``HANDLERS``,
+    filled by the modules of ``FAMILIES``), which calls back into these."""
 
     def __init__(self, mod: ModuleLowering, func: Func):
         self.mod, self.func = mod, func
@@ -262,7 +238,7 @@ class Lowering(MoreLowering, LinalgLowering, LapackLowering):
             self.own(name, v)
         return name
 
-    # -- memory -----------------------------------------------------------------------------
+    # -- buffers and their ownership --------------------------------------------------------
 
     @property
     def scope(self) -> OpenBlock:
@@ -284,6 +260,13 @@ class Lowering(MoreLowering, LinalgLowering, LapackLowering):
         """The end of buffer ``name``'s life."""
         self.buffers.arena.pop(name, None)
         self.add(Free(name))
+
+    def scratch(self, ct: str, count: int) -> Sym:
+        """A temporary buffer of ``count`` elements, freed after the equation."""
+        name = self.fresh("w")
+        self.add(Alloc(name, ct, count))
+        self.own(name)
+        return Sym(name)
 
     def release(self, upto: int) -> None:
         """Free the open block's buffers read last at or before position ``upto``."""
@@ -346,6 +329,12 @@ class Lowering(MoreLowering, LinalgLowering, LapackLowering):
             self.take(name)
         return taken
 
+    # -- blocks and functions ---------------------------------------------------------------
+
+    def bind(self, params: Sequence[Var], names: Sequence[str]) -> None:
+        for p, n in zip(params, names, strict=True):
+            self.vars[id(p)] = n
+
     def open_block(self, blk: Block, names: Sequence[str], owns: Sequence[bool],
                    adopt: Sequence[tuple[str, Var]] = ()) -> None:
         """Open ``blk``, bind its parameters to ``names``; it owns those marked in
@@ -368,9 +357,8 @@ class Lowering(MoreLowering, LinalgLowering, LapackLowering):
         for name in self.buffers.scopes.pop().owned:
             self.free(name)
 
-    # -- functions --------------------------------------------------------------------------
-
     def lower(self) -> LoopFunc:
+        """The function's loop IR (before the loop-IR passes)."""
         blk = self.func.block
         donated = self.mod.plan.donated.get(id(self.func), {})
         names = [f"p{k}" for k in range(len(blk.params))]
@@ -436,7 +424,7 @@ class Lowering(MoreLowering, LinalgLowering, LapackLowering):
             s.at = k if k in s.plan.runs else s.plan.pos[k]
             if k in s.plan.runs:
                 self.refuse_impossible(s.plan.runs[k])
-                self.run(s.plan.runs[k])
+                lower_run(self, s.plan.runs[k])
             elif id(eqn) not in later and id(eqn) not in self.fused.absorbed:
                 self.refuse_impossible([eqn])
                 self.equation(eqn)
@@ -456,35 +444,12 @@ class Lowering(MoreLowering, LinalgLowering, LapackLowering):
 
     def equation(self, eqn: Eqn) -> None:
         """One equation's loop IR, by the handler of its op."""
-        if self.scalar_element(eqn):
-            return
-        handler = getattr(self, "op_" + eqn.op.name, None)
-        if handler is None:
-            handler = self.elementwise if eqn.op.name in UNARY | BINARY else None
-        if handler is None and eqn.op.name in REDUCE:
-            handler = self.reduce
+        handler = HANDLERS.get(eqn.op.name)
         if handler is None:
             raise Unsupported(f"the C backend has no code for {eqn.op.name} yet")
-        handler(eqn)
+        handler(self, eqn)
 
-    def scalar_element(self, eqn: Eqn) -> bool:
-        """A one-element read (with its reshape to 0-d) as one load into a local, or a
-        0-d value reshaped for a one-element update read as itself (``scalars.py``)."""
-        reshape = self.plan.element_reads.get(id(eqn))
-        if reshape is not None:
-            x, *starts = eqn.inputs
-            at = self._starts(x, starts, eqn.params["sizes"])
-            name = self.define(reshape.outputs[0])
-            self.add(Set(Sym(name), self.elem(x, linear(x.type.shape, at))))
-            self.fused.absorbed.add(id(reshape))
-            return True
-        if eqn.op.name == "reshape" and id(eqn.outputs[0]) in self.plan.element_writes:
-            x = eqn.inputs[0]
-            self.fused.exprs[id(eqn.outputs[0])] = lambda i, x=x: self.scalar(x)
-            return True
-        return False
-
-    # -- elementwise ------------------------------------------------------------------------
+    # -- kernels ------------------------------------------------------------------------------
 
     def flat_loop(self, out: Var, expr: Callable[[Expr], Expr], by_rows: bool = False) -> None:
         """``out[i] = expr(i)`` over every element (a scalar assignment for 0-d), as a
@@ -546,117 +511,6 @@ class Lowering(MoreLowering, LinalgLowering, LapackLowering):
             self.define(out)
         self.flat_loop(out, expr, self.reads_broadcast(reads))
 
-    def elementwise(self, eqn: Eqn) -> None:
-        self.pointwise(eqn.outputs[0], lambda i: pointwise_expr(
-            eqn, lambda a: self.elem(a, i)), eqn.inputs)
-
-    op_select = op_convert = op_stop_gradient = elementwise
-
-    def run(self, run: list[Eqn]) -> None:
-        """A run as one kernel, at the place of its first equation: each pointwise value
-        is a local of the kernel body, stored (at the end of the body) only when read
-        after the run and not computed again there; a stored value may take over the
-        buffer of one the run reads last.  Each reduction accumulates in the same loop.
-        Values only later loops need are computed there, not here."""
-        s = self.scope
-        first = run[0]
-        n = (first.outputs[0] if is_pointwise(first) else first.inputs[0]).type.size
-        stored = [e.outputs[0] for e in run if e.op.name not in REDUCE and
-                  id(e.outputs[0]) not in self.plan.fusible and
-                  s.plan.last.get(id(e.outputs[0]), -1) > s.at]
-        needed, body = {id(v) for v in stored}, []
-        for e in reversed(run):
-            if e.op.name in REDUCE or id(e.outputs[0]) in needed:
-                needed.update(id(a) for a in e.inputs)
-                body.insert(0, e)
-        for v in stored:
-            target = self.plan.column_targets.get(id(v))
-            if target is not None:  # stored straight into its column of the records
-                if id(target[0]) not in self.vars:
-                    self.define(target[0])
-                self.buffers.in_columns.update((id(v), id(target[2])))
-            elif not self.reuse(v, s.at, s.at):
-                self.define(v)
-        accs, clauses = {}, ()
-        for e in body:
-            if e.op.name in REDUCE:
-                self.define(e.outputs[0])
-                accs[id(e)], clause = self.accumulator(e)
-                clauses += clause
-        if not body:
-            pass
-        elif n > SUM_BLOCK and accs and all(
-                e.op.name == "reduce_sum" and e.inputs[0].type.dtype.name == "float32"
-                for e in body if id(e) in accs):
-            # float32 sums add up a block at a time in float32 lanes, as NumPy's pairwise
-            # sum does, and the blocks in double: no conversion per element
-            # and the blocks start where the first array read is 64-byte aligned (a
-            # NumPy array's data sits 16 bytes past a line; loads split across two
-            # lines made a 2M-element sum 1.35x slower)
-            b, at = self.fresh("b"), len(self.out)
-            with self.loop(b, n, step=SUM_BLOCK, reductions=clauses,
-                           pragma="parallel" if n >= PARALLEL_MIN else ""):
-                part = {k: self.fresh("s") for k in accs}
-                for name in part.values():
-                    self.add(Decl(name, "float", Const(0.0, float32)))
-                end = Sym(b) + SUM_BLOCK
-                with self.loop("i", Cond(Bin("<", end, Int(n)), end, Int(n)),
-                               start=Cond(Bin("<", Sym(b), Int(0)), Int(0), Sym(b)),
-                               pragma="simd", fused=tuple(e.op.name for e in body),
-                               reductions=(*(f"reduction(+:{p})" for p in part.values()),
-                                           f"simdlen({SUM_LANES})")):
-                    self.kernel_body(body, part, stored, Sym("i"))
-                for k, name in part.items():
-                    self.add(Set(Sym(accs[k]), Bin("+", Sym(accs[k]), Sym(name))))
-            blocks = self.out[at]
-            lead = first_read(blocks.body, "i")
-            if lead is not None:
-                blocks.start = Fn("pb_block_start", (lead, Int(SUM_BLOCK)))
-        elif accs:
-            with self.loop("i", n, pragma=self.kind(n), reductions=clauses,
-                           fused=tuple(e.op.name for e in body)):
-                self.kernel_body(body, accs, stored, Sym("i"))
-        else:
-            shape = first.outputs[0].type.shape
-            with self.kernel(shape, tuple(e.op.name for e in body),
-                             self.reads_broadcast([a for e in body for a in e.inputs])) as i:
-                self.kernel_body(body, accs, stored, i)
-        for e in run:
-            out = e.outputs[0]
-            if id(e) in accs:
-                self.add(Set(Sym(self.vars[id(out)]), self.reduced(e, accs[id(e)])))
-            elif id(out) in self.plan.fusible:  # computed again where read
-                self.pointwise(out, lambda i, e=e: pointwise_expr(
-                    e, lambda a: self.elem(a, i)))
-
-    def kernel_body(self, body: list[Eqn], accs: dict[int, str], stored: list[Var],
-                    i: Expr) -> None:
-        """Element ``i`` of a run's kernel: its pointwise values as locals, reductions
-        into ``accs``, the ``stored`` values written out."""
-        self.in_kernel.locals = {}
-        for e in body:
-            v = e.outputs[0]
-            if id(e) in accs:
-                self.accumulate(e, accs[id(e)], self.elem(e.inputs[0], i))
-            else:
-                expr = pointwise_expr(e, lambda a: self.elem(a, i))
-                self.in_kernel.locals[id(v)] = name = self.fresh("t")
-                self.add(Decl(name, ctype(v.type.dtype), expr))
-        for v in stored:
-            if id(v) in self.buffers.in_columns:
-                out, col, _ = self.plan.column_targets[id(v)]
-                at = i * out.type.shape[-1] + col
-                self.add(Set(Load(Sym(self.vars[id(out)]), at), Sym(self.in_kernel.locals[id(v)])))
-                continue
-            self.add(Set(Load(Sym(self.vars[id(v)]), i), Sym(self.in_kernel.locals[id(v)])))
-        self.in_kernel.locals = None
-
-    def op_random_bits(self, eqn: Eqn) -> None:
-        (out,) = eqn.outputs
-        (key,) = eqn.inputs
-        self.define(out)
-        self.flat_loop(out, lambda i: Fn("pb_splitmix", (self.scalar(key), i)))
-
     def nd_loop(self, shape: Sequence[int], body: Callable[[list[Expr]], None],
                 collapse: bool = False, pragma: str = "",
                 reductions: tuple[str, ...] = ()) -> None:
@@ -684,218 +538,38 @@ class Lowering(MoreLowering, LinalgLowering, LapackLowering):
                                              reductions=reductions if k == 0 else ()))
             body([Sym(i) for i in names])
 
-    # -- control flow -------------------------------------------------------------------------
 
-    def bind(self, params: Sequence[Var], names: Sequence[str]) -> None:
-        for p, n in zip(params, names, strict=True):
-            self.vars[id(p)] = n
+    def gather_loop(self, out: Var, source: Atom,
+                    index_of: Callable[[list[Expr]], list[Expr]]) -> None:
+        """``out[i] = source[index_of(i)]`` over ``out``'s shape."""
+        self.define(out)
+        if out.type.size == 0:
+            return
+        dest, shape = self.vars[id(out)], out.type.shape
+        self.nd_loop(shape, lambda idx: self.add(Set(element_at(dest, shape, idx), self.elem(
+            source, linear(source.type.shape, index_of(idx))))))
 
-    def sub_block(self, blk: Block, names: Sequence[str], dests: Sequence[Expr],
-                  owns: Sequence[bool], adopt: Sequence[tuple[str, Var]] = ()) -> list[Stmt]:
-        """The statements of ``blk`` with its parameters bound to ``names`` (owning those
-        marked in ``owns``, and the outer buffers in ``adopt``), its results moved into
-        ``dests``, and its own buffers freed."""
-        with self.into([]) as body:
-            self.open_block(blk, names, owns, adopt)
-            self.block_body(blk)
-            self.results_out(blk.results, dests)
-            self.close_block()
-        return body
+    @contextmanager
+    def axes_known(self, index: Expr, axes: list[Expr] | None) -> Iterator[Expr]:
+        """In this context, element ``index`` (a linear index) of the loop's values is at
+        axis indices ``axes`` (when given), which fused broadcasts read instead of
+        dividing ``index``."""
+        outer = self.in_kernel.axes
+        if axes is not None:
+            self.in_kernel.axes = (index, axes)
+        try:
+            yield index
+        finally:
+            self.in_kernel.axes = outer
 
-    def declare_outputs(self, eqn: Eqn) -> list[Expr]:
-        """Variables for a control op's results, owned by the enclosing block."""
-        return [Sym(self.define(v, allocate=False)) for v in eqn.outputs]
-
-    def op_cond(self, eqn: Eqn) -> None:
-        """Each branch owns the buffers it reads that die at the cond."""
-        pred, *xs = eqn.inputs
-        outs = self.declare_outputs(eqn)
-        args = [self.value_name(x) for x in xs]
-        owns, adopt = self.hand_over(eqn, xs), self.hand_over_reads(eqn)
-        then = self.sub_block(eqn.params["then"], args, outs, owns, adopt)
-        orelse = self.sub_block(eqn.params["orelse"], args, outs, owns, adopt)
-        self.add(If(self.scalar(pred), then, orelse))
-
-    def value_name(self, a: Atom) -> str:
-        """A name to bind a block parameter to (literals get a local; a value computed
-        where it is read gets its buffer here)."""
-        if isinstance(a, Var):
-            if id(a) not in self.vars:
-                self.buf(a)
-            return self.vars[id(a)]
-        name = self.fresh("c")
-        if a.type.shape == ():
-            self.add(Decl(name, ctype(a.type.dtype), self.scalar(a)))
-        else:
-            self.add(Pointer(name, ctype(a.type.dtype), Sym(self.mod.constant(a)), const=True))
-        return name
-
-    def carry_init(self, eqn: Eqn, xs: Sequence[Atom]) -> list[str]:
-        """The loop's carried variables, which become its results: a carry the body
-        passes through is a view of its operand, an operand dying here moves in, others
-        are copied."""
-        views = self.scope.plan.views
-        moves = self.hand_over(eqn, [None if id(o) in views else x
-                                     for o, x in zip(eqn.outputs, xs, strict=True)])
-        names = []
-        for x, out, move in zip(xs, eqn.outputs, moves, strict=True):
-            t = x.type
-            if id(out) in views or move:
-                name = self.vars[id(out)] = self.vars[id(x)]
-                if move:
-                    self.own(name, out)
-            else:
-                name = self.define(out, allocate=False)
-                if isinstance(t, StackType):
-                    self.add(Move(Sym(name), Sym(self.vars[id(x)])))
-                elif t.shape == ():
-                    self.add(Set(Sym(name), self.scalar(x)))
-                else:
-                    self.add(Copy(name, self.buf(x), ctype(t.dtype), t.size))
-            names.append(name)
-        return names
-
-    def loop_body(self, body: Block, carry: Sequence[str], prefix: Sequence[str] = ()) -> Scope:
-        """One iteration: the body on the carried variables, owning the arrays it does
-        not pass through (it updates them in place or frees them); then its results
-        replace them (buffers it owns move in, others are copied)."""
-        with self.into([]) as stmts:
-            params = body.params[len(prefix):]
-            passthrough = [r is p for r, p in zip(body.results, params, strict=True)]
-            owns = [isinstance(p.type, TensorType) and p.type.shape != () and not s
-                    for p, s in zip(params, passthrough, strict=True)]
-            self.open_block(body, [*prefix, *carry], [False] * len(prefix) + owns)
-            self.block_body(body)
-            news = [self.fresh("n") for _ in carry]
-            for n, r in zip(news, body.results, strict=True):
-                t = r.type
-                if isinstance(t, StackType):
-                    self.add(Decl(n, "pb_tape *"))
-                elif t.shape == ():
-                    self.add(Decl(n, ctype(t.dtype)))
-                else:
-                    self.add(Pointer(n, ctype(t.dtype)))
-            changed = [not s for s in passthrough]
-            self.results_out([r for r, c in zip(body.results, changed, strict=True) if c],
-                             [Sym(n) for n, c in zip(news, changed, strict=True) if c])
-            self.close_block()
-            for c, n, ch in zip(carry, news, changed, strict=True):
-                if ch:
-                    self.add(Move(Sym(c), Sym(n)))
-        return Scope(stmts)
-
-    def op_while_loop(self, eqn: Eqn) -> None:
-        carry = self.carry_init(eqn, eqn.inputs)
-        go = self.fresh("go")
-        with self.into([]) as body:
-            self.add(Decl(go, "uint8_t"))
-            self.add(Scope(self.sub_block(eqn.params["cond"], carry, [Sym(go)],
-                                          [False] * len(carry))))
-            self.add(Break(Sym(go)))
-            self.add(self.loop_body(eqn.params["body"], carry))
-        self.add(Forever(body))
-
-    def op_for_loop(self, eqn: Eqn) -> None:
-        lo, hi, step, *xs = eqn.inputs
-        carry = self.carry_init(eqn, xs)
-        it = ctype(lo.type.dtype)
-        i, h, s = self.fresh("it"), self.fresh("hi"), self.fresh("st")
-        self.add(Decl(h, it, self.scalar(hi)))
-        self.add(Decl(s, it, self.scalar(step)))
-        self.add(If(Bin("==", Sym(s), Int(0)), [Raise(
-            "ValueError", "range() arg 3 must not be zero", site=self.mod.site(eqn))]))
-        self.add(Range(i, it, self.scalar(lo), Sym(h), Sym(s),
-                       [self.loop_body(eqn.params["body"], carry, prefix=[i])]))
-
-    def op_call(self, eqn: Eqn) -> None:
-        callee = eqn.params["callee"]
-        outs = self.declare_outputs(eqn)
-        args: list[Expr] = []
-        for x in eqn.inputs:
-            t = x.type
-            if isinstance(t, StackType):
-                args.append(Sym(self.vars[id(x)]))
-            elif t.shape == ():
-                args.append(self.scalar(x))
-            else:
-                args.append(self.buf(x))
-        donated = self.mod.plan.donated.get(id(callee), {})
-        if donated:
-            names = [self.vars.get(id(x)) if isinstance(x, Var) else None for x in eqn.inputs]
-            for k in donated:  # hand the buffer over if it dies here, else a copy
-                if names[k] is not None and names.count(names[k]) == 1 and \
-                        self.dying(names[k]):
-                    self.take(names[k])
-                else:
-                    t = eqn.inputs[k].type
-                    tmp = self.fresh("m")
-                    self.add(Copy(tmp, args[k], ctype(t.dtype), t.size, declare=True))
-                    args[k] = Sym(tmp)
-        args += [Addr(o) for o in outs]
-        self.add(Call(self.mod.names[id(callee)], tuple(args)))
-
-    def _inline_region(self, eqn: Eqn, region: str) -> None:
-        outs = self.declare_outputs(eqn)
-        args = [self.value_name(x) for x in eqn.inputs]
-        self.add(Scope(self.sub_block(eqn.params[region], args, outs,
-                                      self.hand_over(eqn, eqn.inputs),
-                                      self.hand_over_reads(eqn))))
-
-    def op_checkpoint(self, eqn: Eqn) -> None:
-        self._inline_region(eqn, "body")
-
-    def op_custom_jvp(self, eqn: Eqn) -> None:
-        self._inline_region(eqn, "primal")
-
-    def op_custom_vjp(self, eqn: Eqn) -> None:
-        self._inline_region(eqn, "primal")
-
-    # -- effects and stacks -----------------------------------------------------------------
-
-    def op_debug_print(self, eqn: Eqn) -> None:
-        """The operands' bytes go to the Python side, which formats and prints them in
-        program order."""
-        k = len(self.mod.prints)
-        self.mod.prints.append(eqn)
-        self.add(Print(k, tuple((self.buf(x), x.type.size, ctype(x.type.dtype))
-                                for x in eqn.inputs)))
-
-    def op_check(self, eqn: Eqn) -> None:
-        ok, *values = eqn.inputs
-        if any(v.type.shape != () for v in values) or len(values) > 8:
-            raise Unsupported("a check with array operands")
-        k = self.mod.site(eqn)
-        self.add(If(Bin("==", self.scalar(ok), Int(0)), [Failed(k, tuple(
-            (v.type.dtype.is_float, self.scalar(v)) for v in values))]))
-
-    def op_stack_new(self, eqn: Eqn) -> None:
-        name = Sym(self.define(eqn.outputs[0]))
-        self.add(Set(name, Fn("pb_tape_new", (Sym("ctx"),))))
-        self.add(If(Bin("==", name, Sym("NULL")), [Raise("MemoryError", "out of memory")]))
-
-    @staticmethod
-    def _tape_bytes(x: Atom) -> Expr:
-        return Int(x.type.size * x.type.dtype.np.itemsize)
-
-    def op_stack_push(self, eqn: Eqn) -> None:
-        s, x = eqn.inputs
-        name = self.define(eqn.outputs[0])
-        t = x.type
-        src = self.buf(x) if t.shape != () or isinstance(x, Lit) else Addr(self.scalar(x))
-        tape = Sym(self.vars[id(s)])
-        self.add(Runtime("pb_tape_push", (Sym("ctx"), tape, src, self._tape_bytes(x)),
-                         ("", "")))
-        self.add(Move(Sym(name), tape))
-
-    def op_stack_pop(self, eqn: Eqn) -> None:
-        (s,) = eqn.inputs
-        tape, x = eqn.outputs
-        tname = self.define(tape)
-        xname = self.define(x)
-        dst = Sym(xname) if x.type.shape != () else Addr(Sym(xname))
-        self.add(Runtime("pb_tape_pop", (Sym("ctx"), Sym(self.vars[id(s)]), dst,
-                                         self._tape_bytes(x)), ("", "")))
-        self.add(Move(Sym(tname), Sym(self.vars[id(s)])))
+    def axis_index(self, v: Var, axis: int, index: Expr) -> Expr:
+        """The index along ``axis`` of element ``index`` (a linear index) of ``v``: the
+        kernel's own axis index when ``index`` is its element's, else arithmetic."""
+        if self.in_kernel.axes is not None and index is self.in_kernel.axes[0]:
+            return self.in_kernel.axes[1][axis]
+        stride = strides(v.type.shape)[axis]
+        along = Bin("/", index, Int(stride)) if stride > 1 else index
+        return along if axis == 0 else Bin("%", along, Int(v.type.shape[axis]))
 
 
 class LoweredModule(NamedTuple):

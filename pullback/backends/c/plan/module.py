@@ -53,6 +53,8 @@ def plan_module(module: Module) -> ModulePlan:
 
 
 def plan_func(func: Func, entry: bool) -> FuncPlan:
+    """``func``'s plan; only the module's ``entry`` computes results in the caller's
+    buffers."""
     dest = destinations(func.block) if entry else {}
     blocks: dict[int, BlockMemory] = {}
     products: dict[int, Epilogue] = {}

@@ -1,0 +1,242 @@
+"""Handlers of products: ``dot_general`` and ``conv``.
+
+A ``dot_general`` that is a batch of row-major matrix products is one library call
+(``Gemm``: the runtime's inline kernel, or BLAS above the crossover), computing the
+product's epilogue (``plan.fusion.Epilogue``) as it stores; other products, and
+``conv``, are loop nests summing in double (float) or the dtype (integers).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from contextlib import ExitStack
+from typing import TYPE_CHECKING
+
+from ....ir.core import Atom, Eqn
+from ....ir.types import TensorType
+from ....ops.conv import dilated
+from ..loops.ir import (
+    Bin,
+    Cast,
+    Const,
+    Decl,
+    Expr,
+    Gemm,
+    Int,
+    Load,
+    Op,
+    Set,
+    Skip,
+    Sym,
+    ctype,
+    element_at,
+    linear,
+)
+from ..plan.fusion import eqn_axes, through_transpose
+from .handlers import handles
+
+if TYPE_CHECKING:
+    from .lowering import Lowering
+
+#: The most work (m*n*k per matrix) a product runs as the runtime's inline kernel
+#: (``pb_gemm_*``) rather than a BLAS call whose packing and dispatch cost more, by the
+#: layout of B, measured against OpenBLAS on 1 and 2 threads: a row-major B at least two
+#: vectors wide runs as register tiles straight from B; others are first copied in panels.
+GEMM_INLINE_MAX_WORK = {True: 1 << 20, False: 1 << 15}
+
+
+#: dtypes the inline kernel computes; floats beyond its sizes go to BLAS.
+_GEMM_DTYPES = {"float32", "float64", "int32", "int64"}
+
+
+def _block_of(dims: Sequence[int], start: int) -> bool:
+    return list(dims) == list(range(start, start + len(dims)))
+
+
+def _transposed(first, second, start: int) -> bool | None:
+    """Whether an operand's two axis blocks after the batch axes come as (second, first)
+    (True) or as (first, second) (False); None when they are not two contiguous blocks."""
+    if _block_of(first, start) and _block_of(second, start + len(first)):
+        return False
+    if _block_of(second, start) and _block_of(first, start + len(second)):
+        return True
+    return None
+
+
+def _as_gemm(a: TensorType, b: TensorType, lc, rc, lb, rb, lf, rf):
+    """``(batch, m, n, k, trans_a, trans_b)`` when a ``dot_general`` is a batch of row-major
+    matrix products: leading batch axes in order on both sides, free and contracting axes
+    each one contiguous block, contracting axes in the same order; else None."""
+    nb = len(lb)
+    if list(lb) != list(range(nb)) or list(rb) != list(range(nb)):
+        return None
+    if sorted(lc) != list(lc) or sorted(rc) != list(rc):
+        return None
+    trans_a = _transposed(lf, lc, nb)
+    trans_b = _transposed(rc, rf, nb)
+    if trans_a is None or trans_b is None:
+        return None
+    batch = math.prod(a.shape[:nb])
+    m = math.prod(a.shape[d] for d in lf)
+    n = math.prod(b.shape[d] for d in rf)
+    k = math.prod(a.shape[d] for d in lc)
+    if max(m, n, k) >= 2 ** 31:
+        return None
+    return batch, m, n, k, trans_a, trans_b
+
+
+
+@handles("dot_general")
+def op_dot_general(lw: Lowering, eqn: Eqn) -> None:
+    (out,) = eqn.outputs
+    axes = eqn_axes(eqn)
+    ins = list(eqn.inputs)
+    for side, x in enumerate(eqn.inputs):
+        if id(x) in lw.fused.transposed:
+            ins[side], perm = lw.fused.transposed[id(x)]
+            axes[side] = through_transpose(eqn, side, perm)
+    a, b = ins
+    (lc, lb), (rc, rb) = axes
+    lf = [k for k in range(a.type.ndim) if k not in lc and k not in lb]
+    rf = [k for k in range(b.type.ndim) if k not in rc and k not in rb]
+    gemm = _as_gemm(a.type, b.type, lc, rc, lb, rb, lf, rf)
+    if gemm is not None and a.type.dtype == b.type.dtype == out.type.dtype and \
+            out.type.dtype.name in _GEMM_DTYPES and out.type.size:
+        _gemm(lw, eqn, a, b, *gemm)
+        return
+    lw.define(out)
+    dest = lw.vars[id(out)]
+    dt = a.type.dtype
+    acc_t = "double" if dt.is_float else ctype(dt)
+
+    def body(oidx):
+        nb, nl = len(lb), len(lf)
+        bi, li, ri = oidx[:nb], oidx[nb:nb + nl], oidx[nb + nl:]
+        acc = Sym(lw.fresh("a"))
+        lw.add(Decl(acc.name, acc_t, Int(0)))
+
+        def inner(cidx):
+            ai, bj = [Int(0)] * a.type.ndim, [Int(0)] * b.type.ndim
+            for ks, idx, into in ((lb, bi, ai), (rb, bi, bj), (lf, li, ai), (rf, ri, bj),
+                                  (lc, cidx, ai), (rc, cidx, bj)):
+                for k, i in zip(ks, idx, strict=True):
+                    into[k] = i
+            x = lw.elem(a, linear(a.type.shape, ai))
+            y = lw.elem(b, linear(b.type.shape, bj))
+            if dt.is_bool:
+                lw.add(Set(acc, Bin("|", acc, Bin("&", x, y))))
+            else:
+                lw.add(Set(acc, Bin("+", acc, Bin("*", Cast(acc_t, x), y))))
+
+        lw.nd_loop([a.type.shape[k] for k in lc], inner)
+        lw.add(Set(element_at(dest, out.type.shape, oidx), Cast(ctype(out.type.dtype), acc)))
+
+    lw.nd_loop(out.type.shape, body)
+
+
+def _gemm(lw: Lowering, eqn: Eqn, a: Atom, b: Atom, batch: int, m: int, n: int, k: int,
+          trans_a: bool, trans_b: bool) -> None:
+    """A batch of row-major matrix products as one library call: the runtime's inline
+    kernel, or BLAS ``gemm`` above the crossover.  A product with an epilogue
+    computes the epilogue's result instead, into the addend's buffer when that dies
+    at the epilogue's add right after the product."""
+    (out,) = eqn.outputs
+    dt = out.type.dtype
+    x, y = lw.buf(a), lw.buf(b)
+    alpha: Expr | None = None
+    addend: Expr | None = None
+    ep = lw.plan.epilogues.get(id(eqn))
+    if ep is None:
+        lw.define(out)
+        c = lw.buf(out)
+    else:
+        for e in ep.before:
+            lw.equation(e)
+        lw.fused.absorbed |= {id(e) for e in (*ep.before, *ep.eqns)}
+        out = ep.out
+        if ep.scale is not None:
+            alpha = lw.scalar(ep.scale)
+        if ep.negate:
+            alpha = Const(1, dt) if alpha is None else alpha
+            alpha = Const(-alpha.value, dt) if isinstance(alpha, Const) else \
+                Op("neg", (alpha,), dt, dt)
+        addend = lw.buf(ep.addend)
+        s = lw.scope
+        name = addend.name if isinstance(addend, Sym) else None
+        owned = s.owned.get(name)
+        if owned is not None and ep.adjacent and owned.last == s.plan.pos[ep.at] and \
+                owned.size == out.type.size and id(out) not in lw.plan.dest and \
+                name not in (getattr(x, "name", None), getattr(y, "name", None)):
+            lw.vars[id(out)] = name  # the sum takes the addend's buffer over
+            lw.own(name, out)
+            c = addend
+        else:
+            lw.define(out)
+            c = lw.buf(out)
+    lanes = 64 // dt.np.itemsize
+    work_cap = GEMM_INLINE_MAX_WORK[not trans_b and n >= 2 * lanes]
+    blas = dt.is_float and k > 0 and m * n * k > work_cap
+    lw.add(Gemm(dt, batch, m, n, k, x, trans_a, y, trans_b, c, blas, alpha, addend))
+
+
+@handles("conv")
+def op_conv(lw: Lowering, eqn: Eqn) -> None:
+    """out[n, o, y] = sum over c, w of lhs'[n, c, y*stride + w*rhs_dilation] *
+    rhs[o, c, w], where lhs' is lhs dilated and padded: padded position t + lo is
+    dilated position t, an element of lhs when it is a multiple of lhs_dilation."""
+    (out,) = eqn.outputs
+    lhs, rhs = eqn.inputs
+    lp, rp = lw.buf(lhs), lw.buf(rhs)
+    dest = Sym(lw.define(out))
+    if out.type.size == 0:
+        return
+    dt = lhs.type.dtype
+    acc_t = "double" if dt.is_float else ctype(dt)
+
+    def body(oidx: list[Expr]) -> None:
+        acc = Sym(lw.fresh("a"))
+        lw.add(Decl(acc.name, acc_t, Int(0)))
+
+        def tap(at: list[Expr], ws: list[Expr]) -> None:
+            x = Load(lp, linear(lhs.type.shape, [oidx[0], *at]))
+            w = Load(rp, linear(rhs.type.shape, [oidx[1], *ws]))
+            if dt.is_bool:
+                lw.add(Set(acc, Bin("|", acc, Bin("&", x, w))))
+            else:
+                lw.add(Set(acc, Bin("+", acc, Bin("*", Cast(acc_t, x), w))))
+
+        _conv_taps(lw, eqn, oidx[2:], tap)
+        lw.add(Set(Load(dest, linear(out.type.shape, oidx)), Cast(ctype(dt), acc)))
+
+    lw.nd_loop(out.type.shape, body)
+
+
+def _conv_taps(lw: Lowering, eqn: Eqn, ys: list[Expr],
+               tap: Callable[[list[Expr], list[Expr]], None]) -> None:
+    """Loops over the channels and window positions of result position ``ys``,
+    skipping the positions that fall on padding or between dilated elements;
+    ``tap(lhs index, rhs index)`` (after the batch / output-channel index) adds the
+    innermost statements."""
+    lhs, rhs = eqn.inputs
+    p = eqn.params
+    c = lw.fresh("c")
+    at: list[Expr] = [Sym(c)]
+    ws: list[Expr] = [Sym(c)]
+    with ExitStack() as nest:
+        nest.enter_context(lw.loop(c, lhs.type.shape[1]))
+        for d, y in enumerate(ys):
+            w, t = lw.fresh("w"), lw.fresh("t")
+            lo, ld = p["padding"][d][0], p["lhs_dilation"][d]
+            nest.enter_context(lw.loop(w, rhs.type.shape[2 + d]))
+            tv = Sym(t)
+            lw.add(Decl(t, "int64_t", y * p["strides"][d] + Sym(w) * p["rhs_dilation"][d]
+                        - lo))
+            skip = Bin("||", Bin("<", tv, Int(0)),
+                       Bin(">=", tv, Int(dilated(lhs.type.shape[2 + d], ld))))
+            if ld > 1:
+                skip = Bin("||", skip, Bin("%", tv, Int(ld)))
+            lw.add(Skip(skip))
+            at.append(Bin("/", tv, Int(ld)) if ld > 1 else tv)
+            ws.append(Sym(w))
+        tap(at, ws)
