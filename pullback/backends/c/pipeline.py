@@ -146,18 +146,16 @@ STAGES: list[Stage] = [
 ]
 
 
-def run(func: Func, until: str = STAGES[-1].name,
-        trace: list[tuple[str, Any]] | None = None) -> Any:
+def run(func: Func, until: str = STAGES[-1].name) -> Any:
     """The output of stage ``until`` for ``func``, every stage before it run in order
-    (each printed when ``PULLBACK_DUMP`` names it); ``trace`` collects each stage's name
-    and output."""
+    (each printed when ``PULLBACK_DUMP`` names it).  Stages may rewrite what the stage
+    before made (the loop passes rewrite functions in place): to look at a stage's
+    output, run the pipeline up to it."""
     value: Any = func
     for stage in STAGES:
         value = stage.run(func, value)
         if stage.show is not None and config.dumps(stage.name):
             print(stage.show(value))
-        if trace is not None:
-            trace.append((stage.name, value))
         if stage.name == until:
             return value
     raise ValueError(f"no stage {until!r}; the stages: {', '.join(s.name for s in STAGES)}")
