@@ -2,9 +2,10 @@
 
 The declarations themselves live in ``pullback/ops/``, one module per family.
 
-One op, one place: an ``Op`` carries its params schema, its shape/dtype rule
+One op, one place: an ``Op`` carries its params schema, its arity, its shape/dtype rule
 (``infer``), its NumPy reference semantics (``impl``), and the slots that the
-transforms and backends fill — ``jvp``, ``vjp``, ``batch`` and the fusion kind.
+transforms and backends fill — ``jvp``, ``vjp``, ``batch`` and the fusion kind.  A
+backend derives its sets of ops (unary, binary ...) from fusion kinds and arities.
 
 Conventions every op follows:
 
@@ -25,6 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import ShapeError
 from .core import Block, Func
 from .types import DType, TensorType
 
@@ -61,6 +63,7 @@ class Op:
     vjp: Callable | None = None
     batch: Callable | None = None
     optional: tuple[str, ...] = ()  # params that may be left out
+    arity: int | None = None  # how many operands it takes (None: any number)
 
     def __post_init__(self):
         if self.fusion not in FUSION_KINDS:
@@ -85,7 +88,10 @@ class Op:
         return self._owns_code
 
     def infer_types(self, in_types, params: Mapping[str, Any]) -> list:
-        out = self.infer(list(in_types), **params)
+        in_types = list(in_types)
+        if self.arity is not None and len(in_types) != self.arity:
+            raise ShapeError(f"{self.name} takes {self.arity} operands, got {len(in_types)}")
+        out = self.infer(in_types, **params)
         return list(out) if self.multiple_results else [out]
 
     def __call__(self, *inputs, **params):

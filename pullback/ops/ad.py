@@ -23,6 +23,7 @@ from .derivs import zero_jvp, zero_vjp
 stop_gradient = Op(
     "stop_gradient",
     infer=lambda ts: ts[0],
+    arity=1,
     impl=lambda x: x.copy(),
     fusion="elementwise",
     jvp=zero_jvp,

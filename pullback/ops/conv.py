@@ -135,6 +135,7 @@ def _conv_vjp(primals, outs, cts, strides, padding, lhs_dilation, rhs_dilation):
 conv = Op(
     "conv",
     infer=_conv_infer,
+    arity=2,
     impl=_conv_impl,
     params={"strides": "ints", "padding": "pairs", "lhs_dilation": "ints",
             "rhs_dilation": "ints"},

@@ -87,6 +87,7 @@ def unary(name: str, fn, kinds: str = "f", deriv=None) -> Op:
     return Op(
         name,
         infer=lambda ts: _elementwise_type(name, kinds, ts),
+        arity=1,
         impl=fn,
         fusion="elementwise",
         jvp=jvp,
@@ -138,6 +139,7 @@ def binary(name: str, fn, kinds: str = "if", out_dtype=None, partials=None) -> O
     return Op(
         name,
         infer=lambda ts: _elementwise_type(name, kinds, ts, out_dtype),
+        arity=2,
         impl=fn,
         fusion="elementwise",
         jvp=jvp,
@@ -346,6 +348,7 @@ def _select_vjp(primals, outs, cts):
 select = Op(
     "select",
     infer=_select_infer,
+    arity=3,
     impl=lambda p, a, b: np.asarray(np.where(p, a, b)),
     fusion="elementwise",
     jvp=_select_jvp,
@@ -377,6 +380,7 @@ def _convert_vjp(primals, outs, cts, dtype, weak):
 convert = Op(
     "convert",
     infer=_convert_infer,
+    arity=1,
     impl=lambda x, dtype, weak: np.asarray(x).astype(dtype.np),
     params={"dtype": "dtype", "weak": "bool"},
     fusion="elementwise",

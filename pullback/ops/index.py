@@ -152,6 +152,7 @@ def _gather_vjp(primals, outs, cts, axis):
 gather = Op(
     "gather",
     infer=_gather_infer,
+    arity=2,
     impl=_gather_impl,
     params={"axis": "int"},
     jvp=_linear_jvp("gather", 0),
@@ -222,6 +223,7 @@ def _scatter_add_vjp(primals, outs, cts, axis):
 scatter = Op(
     "scatter",
     infer=_scatter_infer("scatter", "bif"),
+    arity=3,
     impl=_scatter_impl,
     params={"axis": "int"},
     jvp=_linear_jvp("scatter", 0, 2),
@@ -230,6 +232,7 @@ scatter = Op(
 scatter_add = Op(
     "scatter_add",
     infer=_scatter_infer("scatter_add", "if"),
+    arity=3,
     impl=_scatter_add_impl,
     params={"axis": "int"},
     jvp=_linear_jvp("scatter_add", 0, 2),

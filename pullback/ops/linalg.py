@@ -127,6 +127,7 @@ def _dot_general_vjp(primals, outs, cts, contract, batch):
 dot_general = Op(
     "dot_general",
     infer=_dot_general_infer,
+    arity=2,
     impl=_dot_general_impl,
     params={"contract": "pairs", "batch": "pairs"},
     fusion="opaque",
@@ -222,7 +223,7 @@ def _cholesky_vjp(primals, outs, cts):
     return [_phi(E.add(s, _mT(s)))]
 
 
-cholesky = Op("cholesky", infer=_cholesky_infer, impl=_cholesky_impl,
+cholesky = Op("cholesky", infer=_cholesky_infer, arity=1, impl=_cholesky_impl,
               jvp=_cholesky_jvp, vjp=_cholesky_vjp)
 
 
@@ -301,6 +302,7 @@ def _triangular_solve_vjp(primals, outs, cts, left_side, lower, transpose_a, uni
 triangular_solve = Op(
     "triangular_solve",
     infer=_triangular_solve_infer,
+    arity=2,
     impl=_triangular_solve_impl,
     params={"left_side": "bool", "lower": "bool", "transpose_a": "bool", "unit_diagonal": "bool"},
     jvp=_triangular_solve_jvp,
@@ -399,5 +401,5 @@ def _lu_vjp(primals, outs, cts):
     return [_permute_rows(y, perm, inverse=True)]
 
 
-lu = Op("lu", infer=_lu_infer, impl=_lu_impl, multiple_results=True,
+lu = Op("lu", infer=_lu_infer, arity=1, impl=_lu_impl, multiple_results=True,
         jvp=_lu_jvp, vjp=_lu_vjp)

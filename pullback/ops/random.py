@@ -50,6 +50,7 @@ def _random_bits_impl(key, shape):
 random_bits = Op(
     "random_bits",
     infer=_random_bits_infer,
+    arity=1,
     impl=_random_bits_impl,
     params={"shape": "ints"},
     fusion="elementwise",

@@ -70,6 +70,7 @@ def _reduction(name: str, fn, kinds: str, rules, no_identity: str | None = None)
     return Op(
         name,
         infer=_reduce_infer(name, kinds, no_identity),
+        arity=1,
         impl=lambda x, axes: np.asarray(fn(x, axis=axes)).astype(x.dtype, copy=False),
         params={"axes": "ints"},
         fusion="reduction",
@@ -163,6 +164,7 @@ def _arg_reduction(name: str, fn) -> Op:
     return Op(
         name,
         infer=_arg_infer(name),
+        arity=1,
         impl=lambda x, axis: np.asarray(fn(x, axis=axis)).astype(np.int64, copy=False),
         params={"axis": "int"},
         fusion="reduction",
@@ -229,6 +231,7 @@ def _cumulative(name: str, fn, rules) -> Op:
     return Op(
         name,
         infer=_cumulative_infer(name),
+        arity=1,
         impl=impl,
         params={"axis": "int", "reverse": "bool"},
         fusion="opaque",

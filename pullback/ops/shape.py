@@ -67,6 +67,7 @@ def _broadcast_in_dim_vjp(primals, outs, cts, shape, dims):
 broadcast_in_dim = Op(
     "broadcast_in_dim",
     infer=_broadcast_in_dim_infer,
+    arity=1,
     impl=_broadcast_in_dim_impl,
     params={"shape": "ints", "dims": "ints"},
     fusion="broadcast",
@@ -85,6 +86,7 @@ def _reshape_infer(ts, shape):
 reshape = Op(
     "reshape",
     infer=_reshape_infer,
+    arity=1,
     impl=lambda x, shape: x.reshape(shape).copy(),
     params={"shape": "ints"},
     fusion="reshape",
@@ -112,6 +114,7 @@ def _transpose_vjp(primals, outs, cts, perm):
 transpose = Op(
     "transpose",
     infer=_transpose_infer,
+    arity=1,
     impl=lambda x, perm: np.transpose(x, perm).copy(),
     params={"perm": "ints"},
     fusion="reshape",
@@ -155,6 +158,7 @@ def _slice_vjp(primals, outs, cts, start, limit, stride):
 slice_ = Op(
     "slice",
     infer=_slice_infer,
+    arity=1,
     impl=_slice_impl,
     params={"start": "ints", "limit": "ints", "stride": "ints"},
     fusion="reshape",
@@ -173,6 +177,7 @@ def _rev_infer(ts, dims):
 rev = Op(
     "rev",
     infer=_rev_infer,
+    arity=1,
     impl=lambda x, dims: np.flip(x, dims).copy(),
     params={"dims": "ints"},
     fusion="reshape",
@@ -295,6 +300,7 @@ def _pad_vjp(primals, outs, cts, lo, hi, interior):
 pad = Op(
     "pad",
     infer=_pad_infer,
+    arity=2,
     impl=_pad_impl,
     params={"lo": "ints", "hi": "ints", "interior": "ints"},
     fusion="reshape",
@@ -321,6 +327,7 @@ def _iota_impl(shape, dim, dtype):
 iota = Op(
     "iota",
     infer=_iota_infer,
+    arity=0,
     impl=_iota_impl,
     params={"shape": "ints", "dim": "int", "dtype": "dtype"},
     fusion="elementwise",

@@ -175,7 +175,7 @@ def _eigh_vjp(primals, outs, cts, lower, vectors):
     return [_fold_symmetric(_matmul(v, _matmul(inner, v, tb=True)), lower)]
 
 
-eigh = Op("eigh", infer=_eigh_infer, impl=_eigh_impl, multiple_results=True,
+eigh = Op("eigh", infer=_eigh_infer, arity=1, impl=_eigh_impl, multiple_results=True,
           params={"lower": "bool", "vectors": "bool"}, jvp=_eigh_jvp, vjp=_eigh_vjp)
 
 
@@ -303,7 +303,7 @@ def _svd_vjp(primals, outs, cts, full_matrices, compute_uv):
     return [grad]
 
 
-svd = Op("svd", infer=_svd_infer, impl=_svd_impl, multiple_results=True,
+svd = Op("svd", infer=_svd_infer, arity=1, impl=_svd_impl, multiple_results=True,
          params={"full_matrices": "bool", "compute_uv": "bool"}, jvp=_svd_jvp, vjp=_svd_vjp)
 
 
@@ -402,5 +402,5 @@ def _qr_vjp(primals, outs, cts, complete):
     return [S.concatenate(gx, gy, axis=a.type.ndim - 1)]
 
 
-qr = Op("qr", infer=_qr_infer, impl=_qr_impl, multiple_results=True,
+qr = Op("qr", infer=_qr_infer, arity=1, impl=_qr_impl, multiple_results=True,
         params={"complete": "bool"}, jvp=_qr_jvp, vjp=_qr_vjp)

@@ -65,7 +65,7 @@ def _new_jvp(primals, tangents, outs):
     return [stack_new()]
 
 
-stack_new = Op("stack_new", infer=_new_infer, impl=Tape, jvp=_new_jvp,
+stack_new = Op("stack_new", infer=_new_infer, arity=0, impl=Tape, jvp=_new_jvp,
                vjp=lambda primals, outs, cts: [])
 
 
@@ -102,7 +102,7 @@ def _push_vjp(primals, outs, cts):
     return [ct, ct_x]
 
 
-stack_push = Op("stack_push", infer=_push_infer, impl=_push_impl, jvp=_push_jvp,
+stack_push = Op("stack_push", infer=_push_infer, arity=2, impl=_push_impl, jvp=_push_jvp,
                 vjp=_push_vjp)
 
 
@@ -139,5 +139,5 @@ def _pop_vjp(primals, outs, cts, elem):
     return [ct_s]
 
 
-stack_pop = Op("stack_pop", infer=_pop_infer, impl=_pop_impl, params={"elem": "type"},
+stack_pop = Op("stack_pop", infer=_pop_infer, arity=1, impl=_pop_impl, params={"elem": "type"},
                multiple_results=True, jvp=_pop_jvp, vjp=_pop_vjp)

@@ -1,1 +1,1 @@
-"""Emit: loop IR printed as C."""
+"""Emit: loop IR printed as C, with the entry through which Python calls the module."""

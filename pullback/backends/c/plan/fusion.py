@@ -14,21 +14,34 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
+from .... import ops as _ops  # noqa: F401  (every op registered: the sets below read them)
 from ....ir.core import Atom, Block, Eqn, Var
+from ....ir.op import OPS
 from ....ir.rewrite import block_readers, free_vars
 from ....ir.types import TensorType
 
-UNARY = {"neg", "abs", "sign", "floor", "ceil", "round", "trunc", "exp", "expm1", "log",
-          "log1p", "log2", "log10", "sqrt", "cbrt", "sin", "cos", "tan", "asin", "acos",
-          "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "erf", "erfc", "not",
-          "lgamma", "erfinv", "ndtri", "i0e", "i1e"}
-BINARY = {"add", "sub", "mul", "div", "floordiv", "mod", "pow", "max", "min", "atan2",
-           "and", "or", "xor", "eq", "ne", "lt", "le", "gt", "ge", "polygamma"}
+#: Elementwise ops whose elements come from their index, not from operands' elements
+#: (each is lowered by a handler of its own).
+GENERATORS = {"iota", "random_bits"}
+#: Pointwise ops lowered by rules of their own rather than as the C function of their name.
+OWN_RULES = {"select", "convert", "stop_gradient"}
+
+
+def _elementwise(arity: int) -> set[str]:
+    """The ops declared elementwise with ``arity`` operands, but for those above."""
+    return {name for name, op in OPS.items() if op.fusion == "elementwise" and
+            op.arity == arity} - GENERATORS - OWN_RULES
+
+
+#: Elementwise ops computed as the C function (or operator) of their name, of one
+#: operand and of two (``emit/codegen.py``).
+UNARY = _elementwise(1)
+BINARY = _elementwise(2)
+#: How each reduction over axes accumulates in C: its kind and its operator (max and min
+#: call functions).  argmax and argmin, reductions along one axis, have their own handler.
 REDUCE = {"reduce_sum": ("sum", "+"), "reduce_prod": ("prod", "*"),
-           "reduce_max": ("max", None), "reduce_min": ("min", None)}
-
-
-POINTWISE = UNARY | BINARY | {"select", "convert", "stop_gradient"}
+          "reduce_max": ("max", None), "reduce_min": ("min", None)}
+POINTWISE = UNARY | BINARY | OWN_RULES
 #: Consumers that read each element of their operand once, by linear index.
 _READS_ONCE = {"select", "convert", "stop_gradient", "transpose", "slice", "rev",
                "reshape", "concatenate", *REDUCE}
