@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 import pullback as pb
-from pullback import backends, config
+from pullback import config
+from pullback.backends.c import pipeline
 from pullback.backends.c.build import long_builds
 
 X = np.array([0.5, -1.5, 2.0])
@@ -21,13 +22,13 @@ X = np.array([0.5, -1.5, 2.0])
 @pytest.fixture
 def slow_builds(monkeypatch):
     """Every C build takes half a second longer."""
-    real = backends.c.build_module
+    real = pipeline.build_module
 
     def slow(*args, **kwargs):
         time.sleep(0.5)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(backends.c, "build_module", slow)
+    monkeypatch.setattr(pipeline, "build_module", slow)
 
 
 def test_a_long_build_says_what_it_compiles(slow_builds, monkeypatch, capfd):
