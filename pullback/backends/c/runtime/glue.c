@@ -506,7 +506,7 @@ int pb_poll(pb_ctx *ctx) {
 /* NumPy's type numbers of PB_BOOL ... PB_FLOAT64 (which differ between platforms). */
 static const int pb_npy[] = {NPY_BOOL, NPY_INT32, NPY_INT64, NPY_FLOAT32, NPY_FLOAT64};
 
-/* How an argument comes in the call's form (pullback/backends/c/__init__.py). */
+/* How an argument comes in the call's form (pullback/backends/c/call/convention.py). */
 enum { PB_FORM_ARRAY, PB_FORM_SCALAR, PB_FORM_FLOAT };
 
 typedef union { uint8_t b; int32_t i32; int64_t i64; float f32; double f64; } pb_value;
