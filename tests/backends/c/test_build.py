@@ -277,3 +277,21 @@ def test_a_generated_module_includes_no_python_or_numpy_header(cache_dir):
         ["runtime.h", "cblas.h", "omp.h"]
     assert "pb_entry" in lowered.source and "PyObject" not in lowered.source
     assert pb.jit(_scale, backend="c")(np.arange(3.0), 2.0).tolist() == [0.0, 2.0, 4.0]
+
+
+def _scaled_sum(x, n):
+    s = x
+    for i in range(n):  # a run-time trip count: the loop is a fault site of its own
+        s = s * 1.5 + x[i]
+    return s
+
+
+def test_a_module_is_named_the_same_by_every_staging():
+    """A loop among the fault sites put its blocks' reprs, which hold their addresses,
+    into the module's text: its name (a hash of the text) changed with every staging,
+    so every new process built the module again instead of finding it in the cache."""
+    args = (np.ones(4), np.int64(3))
+    first = pb.jit(_scaled_sum, backend="c").lower(*args).source
+    second = pb.jit(_scaled_sum, backend="c").lower(*args).source
+    assert " object at 0x" not in first
+    assert first == second

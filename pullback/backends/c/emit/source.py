@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
-from ....ir.core import Func
+from ....ir.core import Eqn, Func
 from ..loops.ir import LoopModule
 from ..loops.printer import format_module
 from ..lower.lowering import LoweredModule
@@ -37,9 +37,17 @@ def module_source(func: Func, lowered: LoweredModule) -> Source:
     # checks and prints share code whatever they say, and modules of one source share
     # their hooks: what they say (and the lines faults name) goes in the source, so
     # different messages differ
-    notes = repr([(e.op.name, sorted(e.params.items())) for e in [*checks, *prints]] +
+    notes = repr([(e.op.name, _said(e)) for e in [*checks, *prints]] +
                  [(str(e.loc), e.loc.func) for e in checks if e.loc is not None])
     notes = notes.replace("*/", "* /")
     name = f"pb_{hashlib.sha256((body + entry(func, '', notes)).encode()).hexdigest()[:16]}"
     return Source(name, "\n".join([INCLUDES, body, entry(func, name, notes)]), loops, checks,
                   prints)
+
+
+def _said(eqn: Eqn) -> list:
+    """The params of a fault site or print that its message may use: a region's blocks
+    say nothing (and their reprs hold addresses, which would give the module another
+    name, and another build, in every process)."""
+    return [(k, v) for k, v in sorted(eqn.params.items())
+            if eqn.op.params.get(k) not in ("block", "func")]
