@@ -1,12 +1,15 @@
 """The public entry points: ``jit`` compiles a Python function per argument signature,
 ``make_ir`` shows what it compiles to.
 
-Arguments are pytrees.  NumPy arrays, NumPy scalars and Python floats are run-time
-values; Python ints, bools, strings, None and other objects are compile-time (static)
-values, part of the cache key, as are the arguments named in ``static_argnames``.
-``PULLBACK_VERIFY=1`` runs the IR verifier on every specialisation (the tests do).
-Specialisations run as native code (``backend="c"``, the default) or on the interpreter
-(``backend="interp"`` or ``PULLBACK_BACKEND=interp``; also where no C compiler works).
+A specialisation is made in four steps, each another layer's: stage (the frontend,
+``frontend/specialise.py``: the signature of a call, which arguments are run-time values
+and which are part of the cache key, and the function staged for it; a transform's
+``__pb_stage__`` emits its IR there) → optimise (``passes.manager.optimize``) → compile
+(the backend named by ``backend=`` or ``PULLBACK_BACKEND``: ``c`` by default, the
+interpreter where no C compiler works) → call (a known specialisation goes straight
+through the backend's fast entry, ``backends/c/call/fast.py``).  What is left here is
+choosing among specialisations, writing back what a call wrote, and the fallbacks to
+plain Python.
 """
 
 from __future__ import annotations
