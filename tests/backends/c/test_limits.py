@@ -140,7 +140,10 @@ def loop(x, n):
 
 x = np.linspace(0.25, 0.75, 40)
 n = np.int64(100_000)
-grads = [pb.jit(pb.grad(lambda x, n, k=k: loop(x * k, n)), backend="c") for k in (1.0, 2.0, 3.0)]
+# three different modules (one module, loaded once, keeps one pool whatever calls it)
+grads = [pb.jit(pb.grad(f), backend="c") for f in (lambda x, n: loop(x * 1.0, n),
+                                                   lambda x, n: loop(x * 2.0, n),
+                                                   lambda x, n: loop(x * 3.0, n))]
 for g in grads:
     g(x, np.int64(1))  # compiled and loaded: what is measured next is tape
 start = resident()
