@@ -29,6 +29,7 @@ from ..errors import ShapeError
 from ..ir.core import Lit
 from ..ir.op import Op
 from ..ir.types import TensorType, bool_
+from .batching import elementwise
 from .derivs import const, sum_to, zero_jvp, zero_vjp, zeros
 
 _KIND_NAMES = {"b": "boolean", "i": "integer", "f": "floating-point"}
@@ -92,6 +93,7 @@ def unary(name: str, fn, kinds: str = "f", deriv=None) -> Op:
         fusion="elementwise",
         jvp=jvp,
         vjp=vjp,
+        batch=elementwise(name),
     )
 
 
@@ -144,6 +146,7 @@ def binary(name: str, fn, kinds: str = "if", out_dtype=None, partials=None) -> O
         fusion="elementwise",
         jvp=jvp,
         vjp=vjp,
+        batch=elementwise(name),
     )
 
 
@@ -353,6 +356,7 @@ select = Op(
     fusion="elementwise",
     jvp=_select_jvp,
     vjp=_select_vjp,
+    batch=elementwise("select"),
 )
 
 
@@ -377,6 +381,12 @@ def _convert_vjp(primals, outs, cts, dtype, weak):
     return [convert(cts[0], dtype=x.type.dtype, weak=x.type.weak)]
 
 
+def _convert_batch(args, dims, size, dtype, weak):
+    """Only 0-d values are weak, so the lanes together never are."""
+    (x,), (d,) = args, dims
+    return [convert(x, dtype=dtype, weak=False)], [d]
+
+
 convert = Op(
     "convert",
     infer=_convert_infer,
@@ -386,6 +396,7 @@ convert = Op(
     fusion="elementwise",
     jvp=_convert_jvp,
     vjp=_convert_vjp,
+    batch=_convert_batch,
 )
 
 
