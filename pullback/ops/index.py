@@ -18,9 +18,10 @@ from ..errors import ShapeError
 from ..ir.core import Atom, Lit
 from ..ir.op import Op, get_op
 from ..ir.types import TensorType, int64
+from . import batching as B
 from . import elementwise as E
 from . import shape as S
-from .derivs import zeros
+from .derivs import const, zeros
 
 
 def _show(types) -> str:
@@ -57,6 +58,53 @@ def _clamped(starts, shape, sizes) -> tuple[slice, ...]:
     return tuple(out)
 
 
+# -- batching: per-lane windows and indices as gathers and scatters ------------------
+
+
+def _lanes_along(x: Atom, d: B.Dim, size: int, axis: int) -> Atom:
+    """``x`` with its lanes laid end to end along its axis ``axis`` (lane k's entries
+    k*n ... k*n + n - 1), so that one gather or scatter indexes each lane apart."""
+    x = B.at(x, d, size, axis)
+    shape = x.type.shape
+    return S.reshape(x, shape=shape[:axis] + (shape[axis] * shape[axis + 1],) + shape[axis + 2:])
+
+
+def _lanes_apart(x: Atom, size: int, axis: int) -> Atom:
+    """The inverse of ``_lanes_along``: axis ``axis`` split into (lanes, n)."""
+    shape = x.type.shape
+    return S.reshape(x, shape=shape[:axis] + (size, shape[axis] // size) + shape[axis + 1:])
+
+
+def _int64(x: Atom) -> Atom:
+    return x if x.type.dtype == int64 else E.convert(x, dtype=int64, weak=False)
+
+
+def _lane_indices(idx: Atom, d: int, size: int, n: int) -> Atom:
+    """Indices of each lane into its own block of ``n`` (see ``_lanes_along``), at 0."""
+    idx = _int64(B.moveaxis(idx, d, 0))
+    lane = S.iota(shape=idx.type.shape, dim=0, dtype=int64)
+    return E.add(idx, E.mul(lane, const(n, lane.type)))
+
+
+def _window(start: Atom, size: int, dim: int, n: int) -> Atom:
+    """The positions [lanes, n] of each lane's window of ``n`` along an axis of ``dim``,
+    its start (batched at 0) clamped as ``_clamped`` does."""
+    lo = E.min_(E.max_(_int64(start), const(0, TensorType((), int64))),
+               const(dim - n, TensorType((), int64)))
+    spread = S.broadcast_in_dim(lo, shape=(size, n), dims=(0,))
+    return E.add(spread, S.iota(shape=(size, n), dim=1, dtype=int64))
+
+
+def _lane_starts(starts, d: B.Dim) -> list[Atom]:
+    """A lane's window starts for the value batched at ``d`` (the lane axis from 0)."""
+    return list(starts) if d is None else [*starts[:d], Lit(np.int64(0)), *starts[d:]]
+
+
+def _fixed(starts, dims) -> list[Atom]:
+    """The unbatched starts, 0 in place of the batched ones."""
+    return [s if d is None else Lit(np.int64(0)) for s, d in zip(starts, dims, strict=True)]
+
+
 def _dynamic_slice_infer(ts, sizes):
     x, *starts = ts
     _check_starts("dynamic_slice", x, starts, ts)
@@ -75,6 +123,22 @@ def _dynamic_slice_vjp(primals, outs, cts, sizes):
     return [dynamic_update_slice(zeros(x.type), cts[0], *starts), *[None] * len(starts)]
 
 
+def _dynamic_slice_batch(args, dims, size, sizes):
+    """Unbatched starts slice every lane at once; a batched start picks each lane's
+    window along its axis with a gather."""
+    (x, *starts), (dx, *ds) = args, dims
+    shape = B.lane_type(x.type, dx).shape
+    near = tuple(dim if d is not None else n for n, d, dim in zip(sizes, ds, shape, strict=True))
+    if near != shape:
+        lanes = near if dx is None else (*near[:dx], size, *near[dx:])
+        x = dynamic_slice(x, *_lane_starts(_fixed(starts, ds), dx), sizes=lanes)
+    for axis, (s, d) in enumerate(zip(starts, ds, strict=True)):
+        if d is not None:
+            idx = _window(s, size, shape[axis], sizes[axis])
+            (x,), (dx,) = _gather_batch([x, idx], [dx, 0], size, axis=axis)
+    return [x], [dx]
+
+
 dynamic_slice = Op(
     "dynamic_slice",
     infer=_dynamic_slice_infer,
@@ -82,6 +146,7 @@ dynamic_slice = Op(
     params={"sizes": "ints"},
     jvp=_linear_jvp("dynamic_slice", 0),
     vjp=_dynamic_slice_vjp,
+    batch=_dynamic_slice_batch,
 )
 
 
@@ -111,12 +176,50 @@ def _dynamic_update_slice_vjp(primals, outs, cts):
     ]
 
 
+def _write(w: Atom, dw: B.Dim, upd: Atom, du: B.Dim, idxs, axes, size: int):
+    """``upd`` written into each lane of ``w`` at the positions ``idxs`` ([lanes, n] each,
+    batched at 0) along ``axes``: a scatter along the first axis of the part of ``w``
+    that the inner axes' write was made into."""
+    (idx, *rest), (axis, *more) = idxs, axes
+    if rest:
+        (part,), (dp,) = _gather_batch([w, idx], [dw, 0], size, axis=axis)
+        upd, du = _write(part, dp, upd, du, rest, more, size)
+    (out,), (d,) = _scatter_batch("scatter")([w, idx, upd], [dw, 0, du], size, axis=axis)
+    return out, d
+
+
+def _dynamic_update_slice_batch(args, dims, size):
+    """Unbatched starts write every lane's window at once.  Batched starts: the window
+    of the unbatched ones is sliced out, each lane's update scattered into it along
+    the batched axes, and the window written back."""
+    (x, upd, *starts), (dx, du, *ds) = args, dims
+    if all(d is None for d in ds):
+        d = du if dx is None else dx
+        out = dynamic_update_slice(B.at(x, dx, size, d), B.at(upd, du, size, d),
+                                   *_lane_starts(starts, d))
+        return [out], [d]
+    shape = B.lane_type(x.type, dx).shape
+    inner = B.lane_type(upd.type, du).shape
+    near = tuple(dim if d is not None else n for n, d, dim in zip(inner, ds, shape, strict=True))
+    fixed, unbatched = _fixed(starts, ds), [None] * len(ds)
+    w, dw = x, dx
+    if near != shape:
+        (w,), (dw,) = _dynamic_slice_batch([x, *fixed], [dx, *unbatched], size, sizes=near)
+    axes = [a for a, d in enumerate(ds) if d is not None]
+    idxs = [_window(starts[a], size, shape[a], inner[a]) for a in axes]
+    w, dw = _write(w, dw, upd, du, idxs, axes, size)
+    if near == shape:
+        return [w], [dw]
+    return _dynamic_update_slice_batch([x, w, *fixed], [dx, dw, *unbatched], size)
+
+
 dynamic_update_slice = Op(
     "dynamic_update_slice",
     infer=_dynamic_update_slice_infer,
     impl=_dynamic_update_slice_impl,
     jvp=_linear_jvp("dynamic_update_slice", 0, 1),
     vjp=_dynamic_update_slice_vjp,
+    batch=_dynamic_update_slice_batch,
 )
 
 
@@ -149,6 +252,20 @@ def _gather_vjp(primals, outs, cts, axis):
     return [scatter_add(zeros(x.type), idx, cts[0], axis=axis), None]
 
 
+def _gather_batch(args, dims, size, axis):
+    """Unbatched indices index every lane at once, and unbatched data with batched
+    indices is one gather too; both batched index each lane's own block of the data."""
+    (x, idx), (dx, di) = args, dims
+    if di is None:
+        a = B.axis_in(axis, dx)
+        return [gather(x, idx, axis=a)], [dx if dx < a else dx + idx.type.ndim - 1]
+    if dx is None:
+        return [gather(x, idx, axis=axis)], [axis + di]
+    n = x.type.shape[B.axis_in(axis, dx)]
+    out = gather(_lanes_along(x, dx, size, axis), _lane_indices(idx, di, size, n), axis=axis)
+    return [out], [axis]
+
+
 gather = Op(
     "gather",
     infer=_gather_infer,
@@ -157,6 +274,7 @@ gather = Op(
     params={"axis": "int"},
     jvp=_linear_jvp("gather", 0),
     vjp=_gather_vjp,
+    batch=_gather_batch,
 )
 
 
@@ -220,6 +338,29 @@ def _scatter_add_vjp(primals, outs, cts, axis):
     return [ct, None, gather(ct, primals[1], axis=axis)]
 
 
+def _scatter_batch(name: str):
+    """The rule of ``scatter``/``scatter_add``.  Unbatched indices: the operand's lane
+    axis is where the updates' is (when it lies outside the index dims) and the
+    updates follow it.  Batched indices: each lane writes its own block of the operand,
+    and as the blocks do not overlap, an index's last update still wins."""
+
+    def rule(args, dims, size, axis):
+        (x, idx, upd), (dx, di, du) = args, dims
+        op = get_op(name)
+        if di is not None:
+            n = x.type.shape[B.axis_in(axis, dx)]
+            out = op(_lanes_along(x, dx, size, axis), _lane_indices(idx, di, size, n),
+                     B.at(upd, du, size, axis), axis=axis)
+            return [_lanes_apart(out, size, axis)], [axis]
+        ni = idx.type.ndim
+        d = dx if dx is not None else du if du <= axis else du - ni + 1 if du >= axis + ni else axis
+        into = d if d <= axis else d + ni - 1
+        out = op(B.at(x, dx, size, d), idx, B.at(upd, du, size, into), axis=B.axis_in(axis, d))
+        return [out], [d]
+
+    return rule
+
+
 scatter = Op(
     "scatter",
     infer=_scatter_infer("scatter", "bif"),
@@ -228,6 +369,7 @@ scatter = Op(
     params={"axis": "int"},
     jvp=_linear_jvp("scatter", 0, 2),
     vjp=_scatter_vjp,
+    batch=_scatter_batch("scatter"),
 )
 scatter_add = Op(
     "scatter_add",
@@ -237,4 +379,5 @@ scatter_add = Op(
     params={"axis": "int"},
     jvp=_linear_jvp("scatter_add", 0, 2),
     vjp=_scatter_add_vjp,
+    batch=_scatter_batch("scatter_add"),
 )
