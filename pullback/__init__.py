@@ -5,6 +5,7 @@ __version__ = "0.1.0"  # the one place it is written: pyproject.toml reads it fr
 from . import ops as _ops  # noqa: F401  (registers the primitives)
 from . import random as random  # pb.random: key-based random numbers, compiled or not
 from .api import jit, make_ir
+from .batching import vmap
 from .derivatives import (
     checkpoint,
     checkpoint_loops,
@@ -43,5 +44,5 @@ __all__ = [
     "bool_", "checkpoint", "checkpoint_loops", "custom_jvp", "custom_vjp", "float32",
     "float64", "grad", "hessian", "int32", "int64", "jacfwd", "jacrev", "jit", "jvp",
     "make_ir", "register_pytree", "stop_gradient", "tree_flatten", "tree_leaves", "tree_map",
-    "tree_structure", "tree_unflatten", "value_and_grad", "vjp",
+    "tree_structure", "tree_unflatten", "value_and_grad", "vjp", "vmap",
 ]
