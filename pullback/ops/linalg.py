@@ -18,13 +18,15 @@ import math
 import numpy as np
 
 from ..errors import ShapeError
+from ..ir.builder import current
 from ..ir.core import Atom
 from ..ir.op import Op, get_op
 from ..ir.types import TensorType, int32, int64
+from . import batching as B
 from . import elementwise as E
 from . import shape as S
 from .derivs import const, zeros
-from .index import gather, scatter_add
+from .index import _lanes_along, _lanes_apart, gather, scatter_add
 
 # -- dot_general ----------------------------------------------------------------------
 
@@ -124,6 +126,48 @@ def _dot_general_vjp(primals, outs, cts, contract, batch):
             _unpermute(ct_b, [*rb, *_by_position(lc, rc), *rf])]
 
 
+def _gemm_like(nd: int, batch: tuple[int, ...], free: list[int]) -> bool:
+    """Whether an operand is laid out as the C backend's GEMM reads one: batch axes
+    leading, then the free axes and the contracted ones as two blocks."""
+    nb = len(batch)
+    if batch != tuple(range(nb)) or not free:
+        return batch == tuple(range(nb))
+    return free == list(range(free[0], free[-1] + 1)) and (free[0] == nb or free[-1] == nd - 1)
+
+
+def _free_lane(d: int, nd: int, batch: tuple[int, ...], free: list[int]) -> int:
+    """Where a lane axis that becomes a free axis of an operand (``nd`` axes a lane) goes:
+    where it is, unless that breaks a GEMM layout; then into the free block, or beside
+    the contracted block when the operand has no free axes (a vector dotted)."""
+    keep = range(free[0], free[-1] + 2) if free else (len(batch), nd)
+    return d if d in keep or not _gemm_like(nd, batch, free) else keep[0]
+
+
+def _dot_general_batch(args, dims, size, contract, batch):
+    """Lanes of both operands are one more batch pair (at the front, as GEMM wants);
+    lanes of one operand are one more of its free axes (of its rows, for ``x @ W``), so
+    a batched product stays one product."""
+    (a, b), (da, db) = args, dims
+    (lc, rc), (lb, rb) = contract, batch
+    if da is not None and db is not None:
+        pairs = (B.axes_in(lc, 0), B.axes_in(rc, 0))
+        batched = ((0, *B.axes_in(lb, 0)), (0, *B.axes_in(rb, 0)))
+        out = dot_general(B.moveaxis(a, da, 0), B.moveaxis(b, db, 0), contract=pairs,
+                          batch=batched)
+        return [out], [0]
+    left = da is not None
+    x, d, c, bt = (a, da, lc, lb) if left else (b, db, rc, rb)
+    nd = x.type.ndim - 1
+    to = _free_lane(d, nd, bt, _free_axes(nd, c, bt))
+    x = B.moveaxis(x, d, to)
+    c, bt = B.axes_in(c, to), B.axes_in(bt, to)
+    pos = len(lb) + _free_axes(nd + 1, c, bt).index(to)
+    if left:
+        return [dot_general(x, b, contract=(c, rc), batch=(bt, rb))], [pos]
+    pos += len(_free_axes(a.type.ndim, lc, lb))
+    return [dot_general(a, x, contract=(lc, c), batch=(lb, bt))], [pos]
+
+
 dot_general = Op(
     "dot_general",
     infer=_dot_general_infer,
@@ -133,6 +177,7 @@ dot_general = Op(
     fusion="opaque",
     jvp=bilinear_jvp("dot_general"),
     vjp=_dot_general_vjp,
+    batch=_dot_general_batch,
 )
 
 
@@ -181,6 +226,19 @@ def _solve(a: Atom, b: Atom, left_side: bool, lower: bool = True, transpose_a: b
 
 
 
+def batch_stacked(name: str):
+    """The rule of an op on stacks of matrices [..., m, n] whose results are stacked
+    alike (a factorization): the lane axis is one more stack axis, moved to the front
+    only when it lies among the matrices' own axes."""
+
+    def rule(args, dims, size, **params):
+        (x,), (d,) = args, dims
+        to = d if d < x.type.ndim - 2 else 0
+        outs = current().emit(name, [B.moveaxis(x, d, to)], params)
+        return outs, [to] * len(outs)
+
+    return rule
+
 
 # -- cholesky ---------------------------------------------------------------------------
 
@@ -224,7 +282,7 @@ def _cholesky_vjp(primals, outs, cts):
 
 
 cholesky = Op("cholesky", infer=_cholesky_infer, arity=1, impl=_cholesky_impl,
-              jvp=_cholesky_jvp, vjp=_cholesky_vjp)
+              jvp=_cholesky_jvp, vjp=_cholesky_vjp, batch=batch_stacked("cholesky"))
 
 
 # -- triangular_solve -------------------------------------------------------------------
@@ -299,6 +357,21 @@ def _triangular_solve_vjp(primals, outs, cts, left_side, lower, transpose_a, uni
     return [_read_part(E.neg(outer), lower, unit_diagonal), ct_b]
 
 
+def _triangular_solve_batch(args, dims, size, left_side, **flags):
+    """One matrix for every lane: the lanes' right-hand sides are more columns (rows,
+    solving from the right) of one solve.  Otherwise the lane axis is a stack axis of
+    both operands."""
+    (a, b), (da, db) = args, dims
+    if da is None:
+        at = b.type.ndim - (2 if left_side else 3)
+        x = triangular_solve(a, _lanes_along(b, db, size, at), left_side=left_side, **flags)
+        return [_lanes_apart(x, size, at)], [at]
+    to = da if da < a.type.ndim - 2 else 0
+    x = triangular_solve(B.moveaxis(a, da, to), B.at(b, db, size, to), left_side=left_side,
+                         **flags)
+    return [x], [to]
+
+
 triangular_solve = Op(
     "triangular_solve",
     infer=_triangular_solve_infer,
@@ -307,6 +380,7 @@ triangular_solve = Op(
     params={"left_side": "bool", "lower": "bool", "transpose_a": "bool", "unit_diagonal": "bool"},
     jvp=_triangular_solve_jvp,
     vjp=_triangular_solve_vjp,
+    batch=_triangular_solve_batch,
 )
 
 
@@ -402,4 +476,4 @@ def _lu_vjp(primals, outs, cts):
 
 
 lu = Op("lu", infer=_lu_infer, arity=1, impl=_lu_impl, multiple_results=True,
-        jvp=_lu_jvp, vjp=_lu_vjp)
+        jvp=_lu_jvp, vjp=_lu_vjp, batch=batch_stacked("lu"))

@@ -34,7 +34,7 @@ from . import elementwise as E
 from . import reduce as R
 from . import shape as S
 from .derivs import const, zeros
-from .linalg import _keep, _matmul, _mT, _rows_cols, _solve
+from .linalg import _keep, _matmul, _mT, _rows_cols, _solve, batch_stacked
 
 # -- helpers ----------------------------------------------------------------------------
 
@@ -176,7 +176,8 @@ def _eigh_vjp(primals, outs, cts, lower, vectors):
 
 
 eigh = Op("eigh", infer=_eigh_infer, arity=1, impl=_eigh_impl, multiple_results=True,
-          params={"lower": "bool", "vectors": "bool"}, jvp=_eigh_jvp, vjp=_eigh_vjp)
+          params={"lower": "bool", "vectors": "bool"}, jvp=_eigh_jvp, vjp=_eigh_vjp,
+          batch=batch_stacked("eigh"))
 
 
 # -- svd --------------------------------------------------------------------------------
@@ -304,7 +305,8 @@ def _svd_vjp(primals, outs, cts, full_matrices, compute_uv):
 
 
 svd = Op("svd", infer=_svd_infer, arity=1, impl=_svd_impl, multiple_results=True,
-         params={"full_matrices": "bool", "compute_uv": "bool"}, jvp=_svd_jvp, vjp=_svd_vjp)
+         params={"full_matrices": "bool", "compute_uv": "bool"}, jvp=_svd_jvp, vjp=_svd_vjp,
+         batch=batch_stacked("svd"))
 
 
 # -- qr ---------------------------------------------------------------------------------
@@ -403,4 +405,4 @@ def _qr_vjp(primals, outs, cts, complete):
 
 
 qr = Op("qr", infer=_qr_infer, arity=1, impl=_qr_impl, multiple_results=True,
-        params={"complete": "bool"}, jvp=_qr_jvp, vjp=_qr_vjp)
+        params={"complete": "bool"}, jvp=_qr_jvp, vjp=_qr_vjp, batch=batch_stacked("qr"))
