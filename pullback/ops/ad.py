@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from ..errors import ShapeError
 from ..ir.op import Op
+from .batching import elementwise
 from .derivs import zero_jvp, zero_vjp
 
 stop_gradient = Op(
@@ -28,6 +29,7 @@ stop_gradient = Op(
     fusion="elementwise",
     jvp=zero_jvp,
     vjp=zero_vjp,
+    batch=elementwise("stop_gradient"),
 )
 
 

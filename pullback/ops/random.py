@@ -12,6 +12,7 @@ import numpy as np
 from ..errors import ShapeError
 from ..ir.op import Op
 from ..ir.types import TensorType, int64
+from .batching import by_lanes
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _MIX1 = np.uint64(0xBF58476D1CE4E5B9)
@@ -54,4 +55,7 @@ random_bits = Op(
     impl=_random_bits_impl,
     params={"shape": "ints"},
     fusion="elementwise",
+    # Each lane's bits from its own key.  The impl's formula is elementwise in the key,
+    # but needs uint64 shifts and wrapping products that no op here expresses.
+    batch=by_lanes("random_bits"),
 )

@@ -18,6 +18,7 @@ from ..ir.core import Atom
 from ..ir.op import Op
 from ..ir.types import TensorType, bool_
 from . import elementwise as E
+from .batching import at, axes_in, axis_in, broadcast_lanes, full, lane_type
 from .derivs import const, zero_jvp, zero_vjp, zeros
 
 
@@ -28,6 +29,17 @@ def linear_jvp(name: str):
         return [current().emit(name, [tangents[0]], params)[0]]
 
     return jvp
+
+
+def with_lanes(name: str, rule):
+    """The batching rule of an op with one operand whose params ``rule(d, size,
+    **params)`` rewrites for the operand batched at ``d``; the batch axis stays at ``d``."""
+
+    def batch(args, bdims, size, **params):  # not ``dims``: rev has a param of that name
+        (x,), (d,) = args, bdims
+        return [current().emit(name, [x], rule(d, size, **params))[0]], [d]
+
+    return batch
 
 
 def _sum(x: Atom, axes: tuple[int, ...]) -> Atom:
@@ -64,6 +76,17 @@ def _broadcast_in_dim_vjp(primals, outs, cts, shape, dims):
     return [reshape(ct, shape=x.shape) if ct.type.shape != x.shape else ct]
 
 
+def _broadcast_in_dim_batch(args, bdims, size, shape, dims):
+    """The batch axis lands right after the result axis of the operand axis before it.
+    (The op's ``dims`` param takes the name of the batch dims here: rules are called
+    with the batch dims positionally.)"""
+    (x,), (d,) = args, bdims
+    to = dims[d - 1] + 1 if d else 0
+    moved = tuple(a if a < to else a + 1 for a in dims)
+    new = moved[:d] + (to,) + moved[d:]
+    return [broadcast_in_dim(x, shape=shape[:to] + (size,) + shape[to:], dims=new)], [to]
+
+
 broadcast_in_dim = Op(
     "broadcast_in_dim",
     infer=_broadcast_in_dim_infer,
@@ -83,6 +106,20 @@ def _reshape_infer(ts, shape):
     return TensorType(tuple(shape), x.dtype)
 
 
+def _reshape_batch(args, dims, size, shape):
+    """The batch axis stays where the elements before it in the lane are the elements
+    before an axis of the result (C order keeps each lane's run apart there); otherwise
+    it moves to the front first."""
+    (x,), (d,) = args, dims
+    lane = lane_type(x.type, d).shape
+    before = int(np.prod(lane[:d], dtype=np.int64))
+    cuts = [j for j in range(len(shape) + 1) if int(np.prod(shape[:j], dtype=np.int64)) == before]
+    if not cuts:
+        x, cuts = at(x, d, size, 0), [0]
+    to = cuts[0]
+    return [reshape(x, shape=shape[:to] + (size,) + shape[to:])], [to]
+
+
 reshape = Op(
     "reshape",
     infer=_reshape_infer,
@@ -92,6 +129,7 @@ reshape = Op(
     fusion="reshape",
     jvp=linear_jvp("reshape"),
     vjp=lambda primals, outs, cts, shape: [reshape(cts[0], shape=primals[0].type.shape)],
+    batch=_reshape_batch,
 )
 
 
@@ -107,6 +145,13 @@ def inverse_perm(perm: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(int(p) for p in np.argsort(perm))
 
 
+def _transpose_perm(d: int, size: int, perm: tuple[int, ...]) -> dict:
+    """The batch axis keeps its place ``d``; the lane's axes are permuted around it."""
+    moved = list(axes_in(perm, d))
+    moved.insert(d, d)
+    return {"perm": tuple(moved)}
+
+
 def _transpose_vjp(primals, outs, cts, perm):
     return [transpose(cts[0], perm=inverse_perm(perm))]
 
@@ -120,6 +165,7 @@ transpose = Op(
     fusion="reshape",
     jvp=linear_jvp("transpose"),
     vjp=_transpose_vjp,
+    batch=with_lanes("transpose", _transpose_perm),
 )
 
 
@@ -145,6 +191,17 @@ def _slice_impl(x, start, limit, stride):
     return x[index].copy()
 
 
+def _slice_params(d: int, size: int, start, limit, stride) -> dict:
+    """Every lane whole along the batch axis."""
+    return {"start": _with(start, d, 0), "limit": _with(limit, d, size),
+            "stride": _with(stride, d, 1)}
+
+
+def _with(xs: tuple[int, ...], d: int, v: int) -> tuple[int, ...]:
+    """``xs`` with ``v`` inserted at ``d``: a per-axis param spanning the batch axis too."""
+    return xs[:d] + (v,) + xs[d:]
+
+
 def _slice_vjp(primals, outs, cts, start, limit, stride):
     """Put the cotangent back where it was read: zeros around it and between strides."""
     (x,) = primals
@@ -164,6 +221,7 @@ slice_ = Op(
     fusion="reshape",
     jvp=linear_jvp("slice"),
     vjp=_slice_vjp,
+    batch=with_lanes("slice", _slice_params),
 )
 
 
@@ -183,6 +241,7 @@ rev = Op(
     fusion="reshape",
     jvp=linear_jvp("rev"),
     vjp=lambda primals, outs, cts, dims: [rev(cts[0], dims=dims)],
+    batch=with_lanes("rev", lambda d, size, dims: {"dims": axes_in(dims, d)}),
 )
 
 
@@ -225,6 +284,13 @@ def _concatenate_vjp(primals, outs, cts, axis):
     return pieces
 
 
+def _concatenate_batch(args, dims, size, axis):
+    """Every operand batched where the first batched one is (unbatched ones repeated)."""
+    to = next(d for d in dims if d is not None)
+    ins = [at(x, d, size, to) for x, d in zip(args, dims, strict=True)]
+    return [concatenate(*ins, axis=axis_in(axis, to))], [to]
+
+
 concatenate = Op(
     "concatenate",
     infer=_concatenate_infer,
@@ -233,6 +299,7 @@ concatenate = Op(
     fusion="reshape",
     jvp=_concatenate_jvp,
     vjp=_concatenate_vjp,
+    batch=_concatenate_batch,
 )
 
 
@@ -297,6 +364,22 @@ def _pad_vjp(primals, outs, cts, lo, hi, interior):
     return [ct_x, ct_pad]
 
 
+def _pad_batch(args, dims, size, lo, hi, interior):
+    """No padding along the batch axis.  Lanes with padding values of their own are
+    padded with zeros, and the padding positions then take each lane's value."""
+    (x, padval), (dx, dp) = args, dims
+    to = 0 if dx is None else dx
+    params = {"lo": _with(lo, to, 0), "hi": _with(hi, to, 0), "interior": _with(interior, to, 0)}
+    if dp is None:
+        return [pad(x, padval, **params)], [to]
+    padded = pad(at(x, dx, size, to), const(0, x.type), **params)
+    lane = lane_type(padded.type, to)
+    where = pad(zeros(lane_type(x.type, dx).with_dtype(bool_)), True, lo=lo, hi=hi,
+                interior=interior)
+    value = full(padval, dp, size, lane.shape, to)
+    return [E.select(broadcast_lanes(where, size, to), value, padded)], [to]
+
+
 pad = Op(
     "pad",
     infer=_pad_infer,
@@ -306,6 +389,7 @@ pad = Op(
     fusion="reshape",
     jvp=_pad_jvp,
     vjp=_pad_vjp,
+    batch=_pad_batch,
 )
 
 
