@@ -21,7 +21,9 @@ from ..errors import ShapeError
 from ..ir.core import Atom
 from ..ir.op import Op
 from ..ir.types import TensorType
+from . import batching as B
 from . import shape as S
+from .index import _lanes_along, _lanes_apart
 from .linalg import bilinear_jvp
 
 
@@ -132,6 +134,18 @@ def _conv_vjp(primals, outs, cts, strides, padding, lhs_dilation, rhs_dilation):
     return [ct_lhs, _swap_leading(ct_rhs)]
 
 
+def _conv_batch(args, dims, size, **params):
+    """Lanes of the input alone are more images, lanes of the kernel alone more output
+    features: one conv either way.  With both batched each lane is a conv of its own
+    (folding them into one would need feature groups, which ``conv`` has not)."""
+    (lhs, rhs), (dl, dr) = args, dims
+    if dl is not None and dr is not None:
+        return B.by_lanes("conv")(args, dims, size, **params)
+    if dr is None:
+        return [_lanes_apart(conv(_lanes_along(lhs, dl, size, 0), rhs, **params), size, 0)], [0]
+    return [_lanes_apart(conv(lhs, _lanes_along(rhs, dr, size, 0), **params), size, 1)], [1]
+
+
 conv = Op(
     "conv",
     infer=_conv_infer,
@@ -142,4 +156,5 @@ conv = Op(
     fusion="opaque",
     jvp=bilinear_jvp("conv"),
     vjp=_conv_vjp,
+    batch=_conv_batch,
 )

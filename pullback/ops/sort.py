@@ -24,6 +24,7 @@ import numpy as np
 from ..errors import ShapeError
 from ..ir.op import Op
 from ..ir.types import TensorType, int64
+from . import batching as B
 from .shape import iota
 
 
@@ -82,6 +83,15 @@ def _sort_vjp(primals, outs, cts, axis, num_keys, descending):
     return _payload_sort([perm], cts, axis, False)
 
 
+def _sort_batch(args, dims, size, axis, num_keys, descending):
+    """Every operand batched where the first batched one is (unbatched ones repeated),
+    sorted along the lane's axis as it lies there."""
+    d = next(d for d in dims if d is not None)
+    ins = [B.at(x, dx, size, d) for x, dx in zip(args, dims, strict=True)]
+    outs = sort(*ins, axis=B.axis_in(axis, d), num_keys=num_keys, descending=descending)
+    return list(outs), [d] * len(outs)
+
+
 sort = Op(
     "sort",
     infer=_sort_infer,
@@ -91,4 +101,5 @@ sort = Op(
     fusion="opaque",
     jvp=_sort_jvp,
     vjp=_sort_vjp,
+    batch=_sort_batch,
 )
