@@ -24,9 +24,10 @@ from ..ir.op import Op
 from ..ir.types import TensorType, int64
 from . import elementwise as E
 from . import shape as S
+from .batching import axes_in, axis_in
 from .derivs import const
 from .elementwise import check_kinds
-from .shape import linear_jvp
+from .shape import linear_jvp, with_lanes
 
 
 def _check_axis(name: str, x: TensorType, axis: int) -> None:
@@ -76,6 +77,8 @@ def _reduction(name: str, fn, kinds: str, rules, no_identity: str | None = None)
         fusion="reduction",
         jvp=jvp,
         vjp=vjp,
+        batch=with_lanes(name, lambda d, size, axes: {"axes": axes_in(axes, d)},
+                         lambda d, axes: d - sum(a < d for a in axes)),
     )
 
 
@@ -168,6 +171,8 @@ def _arg_reduction(name: str, fn) -> Op:
         impl=lambda x, axis: np.asarray(fn(x, axis=axis)).astype(np.int64, copy=False),
         params={"axis": "int"},
         fusion="reduction",
+        batch=with_lanes(name, lambda d, size, axis: {"axis": axis_in(axis, d)},
+                         lambda d, axis: d - (axis < d)),
     )
 
 
@@ -237,6 +242,8 @@ def _cumulative(name: str, fn, rules) -> Op:
         fusion="opaque",
         jvp=jvp,
         vjp=vjp,
+        batch=with_lanes(name, lambda d, size, axis, reverse: {"axis": axis_in(axis, d),
+                                                                "reverse": reverse}),
     )
 
 

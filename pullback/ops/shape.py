@@ -31,13 +31,15 @@ def linear_jvp(name: str):
     return jvp
 
 
-def with_lanes(name: str, rule):
+def with_lanes(name: str, rule, out_dim=None):
     """The batching rule of an op with one operand whose params ``rule(d, size,
-    **params)`` rewrites for the operand batched at ``d``; the batch axis stays at ``d``."""
+    **params)`` rewrites for the operand batched at ``d``; the result's batch axis is
+    ``out_dim(d, **params)`` (default: ``d``, where it was)."""
 
     def batch(args, bdims, size, **params):  # not ``dims``: rev has a param of that name
         (x,), (d,) = args, bdims
-        return [current().emit(name, [x], rule(d, size, **params))[0]], [d]
+        out = current().emit(name, [x], rule(d, size, **params))[0]
+        return [out], [d if out_dim is None else out_dim(d, **params)]
 
     return batch
 
@@ -96,6 +98,7 @@ broadcast_in_dim = Op(
     fusion="broadcast",
     jvp=linear_jvp("broadcast_in_dim"),
     vjp=_broadcast_in_dim_vjp,
+    batch=_broadcast_in_dim_batch,
 )
 
 
