@@ -16,6 +16,8 @@ import numpy as np
 import pytest
 
 from pullback.backends import interp
+from pullback.backends.c import compile_func
+from pullback.backends.c.build import compiler
 from pullback.ir.builder import Builder
 from pullback.ir.core import Lit
 from pullback.ir.op import OPS
@@ -234,3 +236,32 @@ def test_every_op_has_a_batch_rule(name: str):
 def test_batch_rule(c: Case):
     for batched in subsets(c):
         run_batched(c, batched)
+
+
+def one_per_op() -> list[tuple[Case, dict[int, int]]]:
+    """Each op's first case, with its parameters batched as its last subset (all of them)
+    and, where it has several, its first (one of them)."""
+    picks = []
+    for name in RULED:
+        c = BATCH_CASES[name][0]
+        subs = subsets(c)
+        picks += [(c, subs[-1])] + ([(c, subs[0])] if len(subs) > 1 else [])
+    return picks
+
+
+@pytest.mark.skipif(not compiler.have_compiler(), reason="no C compiler")
+def test_c_backend_runs_the_rules():
+    """Every op's rule, once or twice, in one module compiled by the C backend."""
+    picks = one_per_op()
+    with Builder() as b:
+        results, checks, arrays = [], [], []
+        for c, batched in picks:
+            lanes = lanes_of(c, batched)
+            res, dims, args = emit_batched(b, c, batched, lanes)
+            results += res
+            arrays += args
+            checks.append((len(res), dims, expected(c, lanes), f"{c.id} batched {batched}"))
+        func = b.finish("batched", results)
+    got = iter(compile_func(func)(*arrays))
+    for n, dims, want, where in checks:
+        check_lanes([next(got) for _ in range(n)], dims, want, where)
