@@ -4,7 +4,8 @@ Each op with a ``batch`` rule runs on the sample cases of ``test_op_rules`` (and
 integer, bool and comparison cases below that those leave out) with every non-empty
 subset of its parameters batched over three lanes, each at an axis of its own (first,
 last, middle, varied from subset to subset).  The rule's IR must verify, and each lane
-of its results must be the op's NumPy rule applied to that lane's operands.
+of its results must be the op's NumPy rule applied to that lane's operands.  Every op's
+rule also runs once or twice through the C backend, all of them in one module.
 """
 
 from __future__ import annotations
@@ -193,6 +194,7 @@ def expected(c: Case, lanes: list[list[Any]]) -> list[list[np.ndarray]]:
 def check_lanes(got: list[np.ndarray], out_dims, want: list[list[np.ndarray]], where: str):
     assert len(got) == len(out_dims) == len(want[0]), where
     for j, (g, d) in enumerate(zip(got, out_dims, strict=True)):
+        assert d is None or 0 <= d < g.ndim and g.shape[d] == SIZE, f"{where}: batch dim {d}"
         for k in range(SIZE):
             w = np.asarray(want[k][j])
             gk = g if d is None else np.take(g, k, axis=d)
