@@ -10,6 +10,8 @@ around a slice, slices of a concatenation ...).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from ..errors import ShapeError
@@ -18,7 +20,7 @@ from ..ir.core import Atom
 from ..ir.op import Op
 from ..ir.types import TensorType, bool_
 from . import elementwise as E
-from .batching import at, axes_in, axis_in, broadcast_lanes, full, lane_type
+from .batching import Batched, at, axes_in, axis_in, broadcast_lanes, full, lane_type
 from .derivs import const, zero_jvp, zero_vjp, zeros
 
 
@@ -31,7 +33,8 @@ def linear_jvp(name: str):
     return jvp
 
 
-def with_lanes(name: str, rule, out_dim=None):
+def with_lanes(name: str, rule: Callable[..., dict],
+               out_dim: Callable[..., int] | None = None) -> Callable[..., Batched]:
     """The batching rule of an op with one operand whose params ``rule(d, size,
     **params)`` rewrites for the operand batched at ``d``; the result's batch axis is
     ``out_dim(d, **params)`` (default: ``d``, where it was)."""
