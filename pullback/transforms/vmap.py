@@ -47,6 +47,7 @@ from ..ops import reduce as R
 from ..ops.batching import Dim, at, batched_type, full, lane_loop, lane_of, lane_type
 from ..ops.derivs import const, zeros
 from .closure import close_func
+from .fit import fit
 
 _serial = itertools.count()
 
@@ -125,11 +126,13 @@ class Batching:
                      for a, b in zip(found, odims, strict=True)]
         return found
 
-    def move(self, x: Atom, d: Dim, want: Dim) -> Atom:
+    def move(self, x: Atom, d: Dim, want: Dim, lane=None) -> Atom:
+        """``x`` batched at ``want``; an unbatched value of lane type ``lane`` (where
+        an op or a block declares it) has that type exactly, weak flag included."""
         if want is None:
             if d is not None:
                 raise AssertionError("internal: a batched value where none can be")
-            return x
+            return x if lane is None else fit(x, lane)
         return at(x, d, self.size, want)
 
     # -- cond ---------------------------------------------------------------------
@@ -144,6 +147,8 @@ class Batching:
             want = self.out_dims(blocks, xd, mask)
             then, _ = self.region(blocks[0], xd, mask, want)
             orelse, _ = self.region(blocks[1], xd, mask, want)
+            xs = [self.move(x, d, d, a.type) for x, d, a in zip(xs, xd, eqn.inputs[1:],
+                                                               strict=True)]
             outs = current().emit("cond", [pred, *xs], {"then": then, "orelse": orelse})
             return outs, want
         p = at(pred, pd, self.size)
@@ -185,7 +190,8 @@ class Batching:
     def while_loop(self, eqn: Eqn, ins, dims, mask):
         cd, batched_cond = self.carried(eqn, dims, "none", mask)
         if not batched_cond:
-            xs = [self.move(x, d, c) for x, d, c in zip(ins, dims, cd, strict=True)]
+            xs = [self.move(x, d, c, a.type) for x, d, c, a in zip(ins, dims, cd, eqn.inputs,
+                                                                  strict=True)]
             cond, _ = self.region(eqn.params["cond"], cd, mask, [None])
             body, _ = self.region(eqn.params["body"], cd, mask, cd)
             outs = current().emit("while_loop", xs, {**eqn.params, "cond": cond, "body": body})
@@ -202,7 +208,8 @@ class Batching:
         offset = 0 if trips is None else 1
         kept = [r is p for r, p in zip(body.results, body.params[offset:], strict=True)]
         cd = [None if k and d is None else 0 for d, k in zip(dims, kept, strict=True)]
-        xs = [self.move(x, d, c) for x, d, c in zip(ins, dims, cd, strict=True)]
+        xs = [self.move(x, d, c, t.type) for x, d, c, t in zip(ins, dims, cd, eqn.outputs,
+                                                              strict=True)]
         types = self.types([x.type for x in eqn.outputs], cd)
         b = current()
 
@@ -248,7 +255,8 @@ class Batching:
         bd, xd = dims[:3], dims[3:]
         if all(d is None for d in bd):
             cd, _ = self.carried(eqn, xd, None, mask)
-            xs = [self.move(x, d, c) for x, d, c in zip(xs, xd, cd, strict=True)]
+            xs = [self.move(x, d, c, t.type) for x, d, c, t in zip(xs, xd, cd, eqn.outputs,
+                                                                  strict=True)]
             body, _ = self.region(eqn.params["body"], [None, *cd], mask, cd)
             outs = current().emit("for_loop", [lo, hi, step, *xs],
                                   {**eqn.params, "body": body})
@@ -321,7 +329,8 @@ class Batching:
 
         def emit_lane(lane: list[Atom]) -> list[Atom]:
             env = Env()
-            env.bind([a for a in eqn.inputs], lane)
+            env.bind(eqn.inputs, [fit(x, a.type) for x, a in zip(lane, eqn.inputs,
+                                                                 strict=True)])
             copy = clone_eqn(eqn, env)
             current().frame.eqns.append(copy)
             return list(copy.outputs)

@@ -15,6 +15,7 @@ other arguments of a corpus program are closed over as constants):
 ``jacfwd``          ``pb.jacfwd(g)``
 ``jacrev``          ``pb.jacrev(g)``
 ``hessian``         ``pb.hessian(s . g)``
+``vmap``            ``x -> pb.vmap(g)(X)``; ``X``: lanes ``x + d_k`` stacked, ``d_0 = 0``
 ==================  ==========================================================
 
 A *chain* is a tuple of transform names, outermost first: ``("grad", "jit")`` is
@@ -49,13 +50,17 @@ from programs.ad_check import TOLERANCE, assert_close, is_float, make_case, weig
 from programs.registry import Program
 
 TRANSFORMS = ("jit", "checkpoint", "grad", "value_and_grad", "vjp", "jvp", "jacfwd",
-              "jacrev", "hessian")
+              "jacrev", "hessian", "vmap")
 #: Transforms that change no value.
 IDENTITIES = ("jit", "checkpoint")
 #: Transforms that reduce their function's result to a scalar with ``s`` first.
 SCALAR = ("grad", "value_and_grad", "hessian")
 
 Chain = tuple[str, ...]
+
+#: ``vmap``'s lanes: ``x`` shifted by these multiples of a fixed random direction (the
+#: first lane is ``x`` itself; the others may take other branches).
+LANES = (0.0, 0.05, -0.1)
 
 
 def chain_name(chain: Chain) -> str:
@@ -215,6 +220,9 @@ class Subject:
             return self.structure(inner)
         if t == "grad":
             return x
+        if t == "vmap":
+            return pb.tree_map(lambda y: np.zeros((len(LANES), *np.shape(y))),
+                               self.structure(inner))
         if t == "value_and_grad":
             return np.zeros(()), x
         if t == "jvp":
@@ -235,6 +243,9 @@ class Subject:
 
     def direction(self) -> Any:
         return random_tree(self.x0, np.random.default_rng(_seed(self.name, "v")))
+
+    def lane_direction(self) -> Any:
+        return random_tree(self.x0, np.random.default_rng(_seed(self.name, "lanes")))
 
     # -- chains as pullback functions
 
@@ -262,6 +273,9 @@ class Subject:
                 return out, vjp_fn(ct)[0]
 
             return vjp_of
+        if t == "vmap":
+            d = self.lane_direction()
+            return lambda x: pb.vmap(g)(lanes(x, d))
         if t == "jacfwd":
             return pb.jacfwd(g)
         if t == "jacrev":
@@ -317,6 +331,16 @@ class Subject:
         return self.inner[inner]
 
     def _numerical(self, t: str, inner: Chain) -> Any:
+        if t == "vmap":  # a loop over the lanes
+            g = self._inner_function(inner)
+            try:
+                x, d = self.x0, self.lane_direction()
+                return stack([g(pb.tree_map(lambda a, b, c=c: _like(a, a + c * b), x, d))
+                              for c in LANES])
+            except Exception as e:  # noqa: BLE001 (a lane raising is a finding)
+                why = f"{chain_name(inner)} raised {_first_line(e)} in a lane"
+                self.reference_failures.append((inner, why))
+                raise Unavailable(why) from e
         if t == "hessian":  # the Jacobian of the gradient of s . inner
             grad = ("grad", *inner)
             value = self.ref(grad)
@@ -360,6 +384,23 @@ class Subject:
             return _scalar(value, w), grad
         assert t == "vjp", t
         return value, grad
+
+
+def lanes(x: Any, d: Any) -> Any:
+    """``vmap``'s argument: ``x + c d`` for ``c`` in ``LANES``, stacked leaf by leaf
+    (staged code: containers walked by hand, no pytree functions)."""
+    if isinstance(d, dict):
+        return {k: lanes(x[k], d[k]) for k in d}
+    if isinstance(d, (tuple, list)):
+        parts = [lanes(a, b) for a, b in zip(x, d, strict=True)]
+        return tuple(parts) if isinstance(d, tuple) else parts
+    return np.stack([x + c * d for c in LANES])
+
+
+def stack(trees: Sequence[Any]) -> Any:
+    """Trees of one structure stacked leaf by leaf along a new first axis (float64)."""
+    return pb.tree_map(lambda *xs: np.stack([np.asarray(x, np.float64) for x in xs]),
+                       *trees)
 
 
 def _shifted(x: Any, direction: np.ndarray) -> Any:
