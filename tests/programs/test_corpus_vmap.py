@@ -1,0 +1,244 @@
+"""Every corpus program under ``pb.vmap`` returns what a Python loop over its lanes
+returns, stacked along axis 0.
+
+The ``LANES`` lanes of a case are its input generator called with different seeds.
+Leaves that are arrays, NumPy scalars or Python floats are stacked (``in_axes`` 0);
+the rest (Python ints, bools, strings, the program's ``static`` arguments) must be equal
+in every lane and are shared (``in_axes`` None), so seeds whose draw differs there, or
+in a stacked leaf's shape or dtype, are passed over for later ones.  The oracle is the
+plain program called on exactly what each lane sees: lane ``k`` of a stacked leaf is
+``stacked[k]`` (a stacked Python float becomes a ``np.float64``).
+
+Every case runs on the interpreter; the C backend compiles one case per program, which
+is where the time goes.  Lanes are drawn at random, so many take different branches,
+make different numbers of loop trips or recurse to different depths:
+``test_vmap_covers_the_corpus`` counts those programs by tracing the oracle's lines.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+import pytest
+
+import pullback as pb
+from programs.registry import Program, load
+from samples import TOL
+
+LANES = 4
+SEEDS = range(100, 100 + 12 * LANES)  # the seeds tried, in order, for the lanes of a case
+STACKED = (np.ndarray, np.generic, float, complex)
+PROGRAMS = load()
+CASES = [(p, i) for p in PROGRAMS for i in range(len(p.inputs))]
+
+# Differences on the C backend that are not vmap's: pb.jit alone, lane by lane, gives
+# the same answers as vmap there, and both differ from NumPy.
+XFAIL_C = {
+    "dynamic_control.backtracking_descent":
+        "the stopping tests compare at the rounding level, and the C backend rounds the "
+        "line search differently from NumPy: lanes make 27 trips instead of 19, one runs "
+        "to the cap of 500; pb.jit on C (no vmap) gives the same",
+}
+# The batched program takes the C compiler over 15 s (the unbatched one: 3 to 8 s).
+SLOW_ON_C = {"recursion.adaptive_simpson", "scientific.bisection_kepler"}
+
+
+class Batch(NamedTuple):
+    """A case's lanes stacked: the arguments and in_axes for vmap, and each lane's own
+    arguments for the oracle."""
+
+    args: tuple
+    in_axes: tuple
+    lanes: list[tuple]
+
+
+def _signature(prog: Program, args: tuple) -> list:
+    """What lanes must share to be stacked: each argument's structure, and per leaf its
+    value (shared leaves) or its shape and dtype (stacked leaves)."""
+    names = list(inspect.signature(prog.fn).parameters)
+    sig = []
+    for k, arg in enumerate(args):
+        leaves, tree = pb.tree_flatten(arg)
+        static = k < len(names) and names[k] in prog.static
+        sig.append((tree, tuple(
+            ("shared", repr(x)) if static or not isinstance(x, STACKED)
+            else ("stacked", np.shape(x), np.asarray(x).dtype) for x in leaves)))
+    return sig
+
+
+def _draw(prog: Program, case: int) -> tuple[list[tuple], list] | None:
+    """``LANES`` draws of the case that agree on their signature, or None."""
+    gen = prog.inputs[case]
+    first = gen(np.random.default_rng(SEEDS[0]))
+    want = _signature(prog, first)
+    lanes = [first]
+    for seed in SEEDS[1:]:
+        if len(lanes) == LANES:
+            break
+        args = gen(np.random.default_rng(seed))
+        if _signature(prog, args) == want:
+            lanes.append(args)
+    return (lanes, want) if len(lanes) == LANES else None
+
+
+def _axes(tree: Any, axes: list) -> Any:
+    """One argument's in_axes: 0 or None when all its leaves agree, else a tree."""
+    if all(a == 0 for a in axes) and axes:
+        return 0
+    if all(a is None for a in axes):
+        return None
+    return pb.tree_unflatten(tree, axes)
+
+
+def batch(prog: Program, case: int) -> Batch:
+    """The case's lanes stacked (skips the case when its lanes cannot agree)."""
+    drawn = _draw(prog, case)
+    if drawn is None:
+        pytest.skip(f"no {LANES} draws among seeds {SEEDS} share their static values, "
+                    "structure and shapes")
+    lanes, sig = drawn
+    args, in_axes, views = [], [], [[] for _ in range(LANES)]
+    for k, (tree, kinds) in enumerate(sig):
+        per_lane = [pb.tree_flatten(lane[k])[0] for lane in lanes]
+        leaves = [np.stack([np.asarray(p[j]) for p in per_lane]) if kind[0] == "stacked"
+                  else per_lane[0][j] for j, kind in enumerate(kinds)]
+        args.append(pb.tree_unflatten(tree, leaves))
+        in_axes.append(_axes(tree, [0 if kind[0] == "stacked" else None for kind in kinds]))
+        for i, view in enumerate(views):
+            view.append(pb.tree_unflatten(tree, [
+                x[i].copy() if kind[0] == "stacked" else copy.deepcopy(x)
+                for x, kind in zip(leaves, kinds, strict=True)]))
+    return Batch(tuple(args), tuple(in_axes), [tuple(v) for v in views])
+
+
+def lane_results(prog: Program, lanes: list[tuple]) -> list:
+    """The plain program's result for each lane."""
+    return [prog.fn(*lane) for lane in lanes]
+
+
+def stacked(results: list) -> Any:
+    """The lanes' results stacked leaf by leaf; a leaf that is no number (a string)
+    must be the same in every lane and stays as it is."""
+    flat = [pb.tree_flatten(r) for r in results]
+    tree = flat[0][1]
+    assert all(t == tree for _, t in flat), "the lanes' results differ in structure"
+    out = []
+    for j, first in enumerate(flat[0][0]):
+        column = [leaves[j] for leaves, _ in flat]
+        if isinstance(first, (*STACKED, int)):
+            out.append(np.stack([np.asarray(x) for x in column]))
+        else:
+            assert all(x == first for x in column), f"leaf {j} differs from lane to lane"
+            out.append(first)
+    return pb.tree_unflatten(tree, out)
+
+
+def _tolerance(args: tuple) -> float | None:
+    """Float32 rounding when any argument holds float32 (a float64 result computed from
+    float32 values carries it), else that of float64; None: compare by the result."""
+    kinds = {np.asarray(x).dtype for x in pb.tree_leaves(args) if isinstance(x, STACKED)}
+    return TOL[np.dtype(np.float32)] if np.dtype(np.float32) in kinds else None
+
+
+def assert_matches(got: Any, want: Any, tol: float | None) -> None:
+    """``got`` has ``want``'s structure, dtypes, shapes, and values (floats within
+    ``tol``, or the TOL of their dtype)."""
+    gl, gt = pb.tree_flatten(got)
+    wl, wt = pb.tree_flatten(want)
+    assert gt == wt, f"structure {gt} != {wt}"
+    for k, (g, w) in enumerate(zip(gl, wl, strict=True)):
+        if not isinstance(w, np.ndarray):
+            assert g == w, f"leaf {k}: {g!r} != {w!r}"
+            continue
+        assert isinstance(g, np.ndarray), f"leaf {k}: got {type(g).__name__}"
+        assert (g.dtype, g.shape) == (w.dtype, w.shape), \
+            f"leaf {k}: {g.dtype}{g.shape} != {w.dtype}{w.shape}"
+        if w.dtype.kind in "fc":
+            rtol = tol or TOL[w.dtype]
+            np.testing.assert_allclose(g, w, rtol=rtol, atol=rtol, err_msg=f"leaf {k}")
+        else:
+            np.testing.assert_array_equal(g, w, err_msg=f"leaf {k}")
+
+
+def check(prog: Program, case: int, backend: str) -> None:
+    """vmap of the program on ``backend`` against the loop over its lanes."""
+    b = batch(prog, case)
+    want = stacked(lane_results(prog, b.lanes))
+    mapped = pb.vmap(prog.fn, in_axes=b.in_axes, axis_size=LANES)
+    got = pb.jit(mapped, static_argnames=prog.static, backend=backend)(*b.args)
+    assert_matches(got, want, _tolerance(b.args))
+
+
+@pytest.mark.parametrize(("prog", "case"), CASES, ids=[f"{p.name}-{i}" for p, i in CASES])
+def test_vmap_matches_lane_loop(prog: Program, case: int) -> None:
+    check(prog, case, "interp")
+
+
+def _c_case(prog: Program) -> Any:
+    marks = []
+    if prog.name in XFAIL_C:
+        marks.append(pytest.mark.xfail(strict=True, reason=XFAIL_C[prog.name]))
+    if prog.name in SLOW_ON_C:
+        marks.append(pytest.mark.slow)
+    return pytest.param(prog, id=prog.name, marks=marks)
+
+
+@pytest.mark.parametrize("prog", [_c_case(p) for p in PROGRAMS])
+def test_vmap_matches_lane_loop_on_c(prog: Program) -> None:
+    check(prog, 0, "c")
+
+
+def _line_counts(prog: Program, lanes: list[tuple]) -> list[Counter]:
+    """How many times each line of the corpus runs in each lane's plain call."""
+    here = str(Path(__file__).parent)
+    counts: list[Counter] = []
+
+    def tracer(frame: Any, event: str, arg: Any) -> Any:
+        if not frame.f_code.co_filename.startswith(here):
+            return None
+        if event == "line":
+            counts[-1][frame.f_code.co_filename, frame.f_lineno] += 1
+        return tracer
+
+    for lane in lanes:
+        counts.append(Counter())
+        sys.settrace(tracer)
+        try:
+            prog.fn(*lane)
+        finally:
+            sys.settrace(None)
+    return counts
+
+
+def lanes_diverge(prog: Program) -> bool:
+    """Whether, in some case, the lanes run different lines or loop trips."""
+    for case in range(len(prog.inputs)):
+        drawn = _draw(prog, case)
+        if drawn is not None:
+            counts = _line_counts(prog, batch(prog, case).lanes)
+            if any(c != counts[0] for c in counts[1:]):
+                return True
+    return False
+
+
+def test_vmap_covers_the_corpus() -> None:
+    """Most of the corpus is batched (every case that draws is run above, on the
+    interpreter, with no expected failure), from every category; many programs run
+    different paths in different lanes, dynamic control flow and recursion among them."""
+    unbatched = {p.name for p, i in CASES if _draw(p, i) is None}
+    batched = [p for p in PROGRAMS if p.name not in unbatched]
+    assert len(batched) >= 80
+    assert {p.category for p in batched} >= {
+        "straight_line", "static_control", "dynamic_control", "recursion",
+        "data_structures", "mutation", "ml_layers", "scientific", "int_bool",
+    }
+    diverging = Counter(p.category for p in batched if lanes_diverge(p))
+    assert diverging["dynamic_control"] >= 12, diverging
+    assert diverging["recursion"] >= 8, diverging
+    assert sum(diverging.values()) >= 40, diverging
