@@ -31,7 +31,7 @@ import _harness as H  # noqa: E402
 import results  # noqa: E402
 
 WORKLOADS = ("eltwise", "mlp", "rnn_loop", "while_ode", "scalar_loop", "dispatch",
-             "cache_hit")
+             "cache_hit", "per_example_grads", "batched_newton", "jacobian")
 PACKAGES = ("numpy", "scipy-openblas32", "jax", "jaxlib", "torch", "numba", "autograd")
 ENVIRONMENT = ("PULLBACK_NUM_THREADS", "PULLBACK_GEMM", "OPENBLAS_CORETYPE",
                "OMP_WAIT_POLICY")
