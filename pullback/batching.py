@@ -39,10 +39,8 @@ class VMap(Transform):
         super().__init__(fn)
         self.in_axes, self.out_axes, self.axis_size = in_axes, out_axes, axis_size
         self.__name__ = f"vmap_{getattr(fn, '__name__', 'f')}"
-        try:
-            self.__signature__ = inspect.signature(fn)
-        except (TypeError, ValueError):
-            pass
+        # the arguments as the caller gives them: a default of ``fn`` is not mapped
+        self.__signature__ = _AS_GIVEN
 
     def __pb_key__(self, key_of: Callable[[Any], Any]) -> tuple:
         return ("vmap", key_of(self.fn), value_key(self.in_axes), value_key(self.out_axes),
@@ -134,6 +132,11 @@ class VMap(Transform):
                 raise CompileError(f"pb.vmap: out_axes={axis} for a result with {ndim} axes")
             results.append(Ref(at(atom, d, size, a), "array"))
         return tree_unflatten(tree, results)
+
+
+_AS_GIVEN = inspect.Signature([
+    inspect.Parameter("args", inspect.Parameter.VAR_POSITIONAL),
+    inspect.Parameter("kwargs", inspect.Parameter.VAR_KEYWORD)])
 
 
 def _is_axis(x: Any) -> bool:

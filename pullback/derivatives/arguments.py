@@ -17,6 +17,7 @@ import numpy as np
 
 from ..errors import CompileError
 from ..frontend.scope import StagedFunction
+from ..frontend.specialise import binds_defaults
 from ..frontend.subfunction import SubFunction
 from ..frontend.values import Ref, is_static_number, lit_ref
 from ..ir.core import Atom, Lit
@@ -32,7 +33,8 @@ def bind(fn: Any, args: Sequence, kwargs: dict) -> tuple[list, dict]:
     except (TypeError, ValueError):
         return list(args), dict(kwargs)
     bound = sig.bind(*args, **kwargs)
-    bound.apply_defaults()
+    if binds_defaults(fn):
+        bound.apply_defaults()
     return list(bound.args), dict(bound.kwargs)
 
 

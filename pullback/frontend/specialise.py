@@ -61,12 +61,19 @@ class Signature:
     outside: list = field(default_factory=list)  # the captures' values (see Staged)
 
 
+def binds_defaults(fn: Callable) -> bool:
+    """Whether a call of ``fn`` is staged with its defaults bound: not for a ufunc,
+    whose defaults (``where=True`` ...) are NumPy's own, not arguments to stage."""
+    return not isinstance(inspect.unwrap(fn), np.ufunc)
+
+
 def signature(fn: Callable, args: tuple, kwargs: dict, static_argnames: Sequence[str],
               params: inspect.Signature | None = None) -> Signature:
     """The cache key and feeding plan of a call; ``params`` is ``fn``'s signature when the
     caller has it already."""
     bound = (params or inspect.signature(fn)).bind(*args, **kwargs)
-    bound.apply_defaults()
+    if binds_defaults(fn):
+        bound.apply_defaults()
     arguments = dict(bound.arguments)
     static = {n: arguments.pop(n) for n in static_argnames if n in arguments}
     leaves, tree = tree_flatten(arguments)
