@@ -4,6 +4,7 @@ by forward mode or one row per output scalar by reverse mode, laid out as
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -19,10 +20,12 @@ from ..keys import value_key
 from ..ops import elementwise as E
 from ..ops import index as I
 from ..ops import shape as S
+from ..ops.batching import at
 from ..ops.control import for_loop
 from ..ops.derivs import zeros
-from ..transforms.jvp import jvp_emit
-from ..transforms.vjp import vjp_emit
+from ..transforms.jvp import has_loops, jvp_emit, jvp_func
+from ..transforms.vjp import vjp_emit, vjp_func
+from ..transforms.vmap import vmap_emit
 from ..tree import tree_unflatten
 from .arguments import Args, is_static_float
 from .lanes import lane_count, lane_rows, unit_lanes
@@ -31,6 +34,13 @@ from .transform import Transform, differentiated
 #: ``jacfwd`` with respect to this many scalars or fewer computes every column in one
 #: forward pass (one lane each) instead of one pass per column in a rolled loop.
 FORWARD_JACOBIAN = 8
+
+#: A Jacobian whose rows (columns), all at once, take at most this many elements per
+#: value of the function is computed by ``vmap`` of one backward (forward) pass: its
+#: matrix-vector products become matrix-matrix products.  Larger ones, and functions
+#: with loops (whose tape would be spread over every row), run one pass per row in a
+#: rolled loop.
+BATCHED_JACOBIAN = 1 << 22
 
 Blocks = dict[tuple[int, int], Atom]  # (result, operand) -> d result / d operand
 
@@ -53,8 +63,12 @@ class Jacobian(Transform):
         sub, where, nums, varied = differentiated(st, self.fn, args, kwargs, self.argnums, who)
         ins = [q for q, v in enumerate(varied) if v]
         outs = [i for i, t in enumerate(sub.func.out_types) if t.dtype.is_float]
-        if self.forward and 0 < lane_count(sub, ins) <= FORWARD_JACOBIAN:
+        n = lane_count(sub, ins) if self.forward else \
+            sum(sub.func.out_types[i].size for i in outs)
+        if self.forward and 0 < n <= FORWARD_JACOBIAN:
             jac = _by_lanes(sub, ins, outs)
+        elif _batched(sub, n):
+            jac = _by_vmap(sub, ins, outs, varied, self.forward)
         elif self.forward:
             jac = _by_columns(sub, ins, outs)
         else:
@@ -71,6 +85,56 @@ def _by_lanes(sub: SubFunction, ins: list[int], outs: list[int]) -> Blocks:
         for q, buf in zip(ins, rows, strict=True):
             jac[i, q] = _forward_layout(buf, sub.operands[q].type, sub.func.out_types[i])
     return jac
+
+
+def _batched(sub: SubFunction, n: int) -> bool:
+    """Whether ``n`` rows (or columns) are computed by one batched pass."""
+    values = [v.type.size for e in sub.func.block.walk() for v in e.outputs
+              if isinstance(v.type, TensorType)]
+    return 0 < n and not has_loops(sub.func) and \
+        n * max([*values, *(t.size for t in sub.func.in_types)]) <= BATCHED_JACOBIAN
+
+
+def _by_vmap(sub: SubFunction, ins: list[int], outs: list[int], varied: list[bool],
+             forward: bool) -> Blocks:
+    """Every column (row) from ``vmap`` of one forward (backward) pass over the unit
+    vectors of the inputs (outputs)."""
+    func, ops = sub.func, sub.operands
+    seeded = [ops[q].type for q in ins] if forward else [func.out_types[i] for i in outs]
+    n = sum(t.size for t in seeded)
+    offsets = list(itertools.accumulate([t.size for t in seeded], initial=0))
+    units = [_unit_rows(n, o, t) for o, t in zip(offsets, seeded, strict=False)]
+    pass_ = jvp_func(func, varied) if forward else vjp_func(func, varied)
+    res, dims = vmap_emit(pass_, [*ops, *units], [None] * len(ops) + [0] * len(units), n)
+    derivs = [at(r, d, n) for r, d in zip(res[len(func.out_types):], dims[len(func.out_types):],
+                                           strict=True)]
+    jac: Blocks = {}
+    for k, i in enumerate(outs):
+        for m, q in enumerate(ins):
+            tq, ti = ops[q].type, func.out_types[i]
+            if forward:
+                rows = _rows_of(derivs[k], offsets[m], tq.size)
+                jac[i, q] = _forward_layout(rows, tq, ti)
+            else:
+                rows = _rows_of(derivs[m], offsets[k], ti.size)
+                jac[i, q] = S.reshape(rows, shape=ti.shape + tq.shape)
+    return jac
+
+
+def _unit_rows(n: int, offset: int, t: TensorType) -> Atom:
+    """Rows ``offset .. offset + t.size`` of the n-by-n identity, each in ``t``'s shape:
+    ``[n, *t.shape]``."""
+    rows = S.iota(shape=(n, t.size), dim=0, dtype=int64)
+    cols = S.iota(shape=(n, t.size), dim=1, dtype=int64)
+    hot = E.eq(rows, E.add(cols, Lit(np.int64(offset))))
+    return S.reshape(E.convert(hot, dtype=t.dtype, weak=False), shape=(n, *t.shape))
+
+
+def _rows_of(x: Atom, start: int, count: int) -> Atom:
+    """``x[start:start + count]``."""
+    t = x.type
+    return S.slice_(x, start=(start, *[0] * (t.ndim - 1)),
+                    limit=(start + count, *t.shape[1:]), stride=(1,) * t.ndim)
 
 
 def _by_columns(sub: SubFunction, ins: list[int], outs: list[int]) -> Blocks:
