@@ -35,7 +35,6 @@ LANES = 4
 SEEDS = range(100, 100 + 12 * LANES)  # the seeds tried, in order, for the lanes of a case
 STACKED = (np.ndarray, np.generic, float, complex)
 PROGRAMS = load()
-CASES = [(p, i) for p in PROGRAMS for i in range(len(p.inputs))]
 
 # Differences on the C backend that are not vmap's: pb.jit alone, lane by lane, gives
 # the same answers as vmap there, and both differ from NumPy.
@@ -45,8 +44,9 @@ XFAIL_C = {
         "line search differently from NumPy: lanes make 27 trips instead of 19, one runs "
         "to the cap of 500; pb.jit on C (no vmap) gives the same",
 }
-# The batched program takes the C compiler over 15 s (the unbatched one: 3 to 8 s).
-SLOW_ON_C = {"recursion.adaptive_simpson", "scientific.bisection_kepler"}
+# Staging these takes seconds without vmap (pb.jit: 6 s and 2 s), and their batched C
+# over 15 s: the default run keeps their case of mixed generators on the interpreter.
+SLOW = {"recursion.adaptive_simpson", "scientific.bisection_kepler"}
 
 
 class Batch(NamedTuple):
@@ -72,19 +72,30 @@ def _signature(prog: Program, args: tuple) -> list:
     return sig
 
 
-def _draw(prog: Program, case: int) -> tuple[list[tuple], list] | None:
-    """``LANES`` draws of the case that agree on their signature, or None."""
-    gen = prog.inputs[case]
-    first = gen(np.random.default_rng(SEEDS[0]))
+def _draw(prog: Program, gens: tuple[int, ...]) -> tuple[list[tuple], list] | None:
+    """``LANES`` draws that agree on their signature, seed by seed from the generators
+    ``gens`` in turn, or None."""
+    draws = (prog.inputs[gens[k % len(gens)]](np.random.default_rng(seed))
+             for k, seed in enumerate(SEEDS))
+    first = next(draws)
     want = _signature(prog, first)
     lanes = [first]
-    for seed in SEEDS[1:]:
+    for args in draws:
         if len(lanes) == LANES:
             break
-        args = gen(np.random.default_rng(seed))
         if _signature(prog, args) == want:
             lanes.append(args)
     return (lanes, want) if len(lanes) == LANES else None
+
+
+def _mixable(prog: Program) -> tuple[int, ...] | None:
+    """The largest group (two or more) of the program's generators whose draws can share
+    a batch: lanes from different generators are likelier to take different paths."""
+    sigs = [repr(_signature(prog, gen(np.random.default_rng(SEEDS[0]))))
+            for gen in prog.inputs]
+    groups = [tuple(i for i, t in enumerate(sigs) if t == s) for s in sigs]
+    best = max(groups, key=len)
+    return best if len(best) > 1 else None
 
 
 def _axes(tree: Any, axes: list) -> Any:
@@ -96,7 +107,7 @@ def _axes(tree: Any, axes: list) -> Any:
     return pb.tree_unflatten(tree, axes)
 
 
-def batch(prog: Program, case: int) -> Batch:
+def batch(prog: Program, case: tuple[int, ...]) -> Batch:
     """The case's lanes stacked (skips the case when its lanes cannot agree)."""
     drawn = _draw(prog, case)
     if drawn is None:
@@ -166,7 +177,7 @@ def assert_matches(got: Any, want: Any, tol: float | None) -> None:
             np.testing.assert_array_equal(g, w, err_msg=f"leaf {k}")
 
 
-def check(prog: Program, case: int, backend: str) -> None:
+def check(prog: Program, case: tuple[int, ...], backend: str) -> None:
     """vmap of the program on ``backend`` against the loop over its lanes."""
     b = batch(prog, case)
     want = stacked(lane_results(prog, b.lanes))
@@ -175,23 +186,29 @@ def check(prog: Program, case: int, backend: str) -> None:
     assert_matches(got, want, _tolerance(b.args))
 
 
-@pytest.mark.parametrize(("prog", "case"), CASES, ids=[f"{p.name}-{i}" for p, i in CASES])
-def test_vmap_matches_lane_loop(prog: Program, case: int) -> None:
+# A case: the generators its lanes are drawn from, one, or a group that mixes.
+CASES = [(p, (i,)) for p in PROGRAMS for i in range(len(p.inputs))] + [
+    (p, g) for p in PROGRAMS if (g := _mixable(p)) is not None]
+
+
+def _param(prog: Program, case: tuple[int, ...], backend: str) -> Any:
+    """The test's parameter, with its id and marks (expected failures, slow tier)."""
+    marks = []
+    if backend == "c" and prog.name in XFAIL_C:
+        marks.append(pytest.mark.xfail(strict=True, reason=XFAIL_C[prog.name]))
+    if prog.name in SLOW and (backend == "c" or len(case) == 1):
+        marks.append(pytest.mark.slow)
+    return pytest.param(prog, case, id=f"{prog.name}-{'+'.join(map(str, case))}", marks=marks)
+
+
+@pytest.mark.parametrize(("prog", "case"), [_param(p, g, "interp") for p, g in CASES])
+def test_vmap_matches_lane_loop(prog: Program, case: tuple[int, ...]) -> None:
     check(prog, case, "interp")
 
 
-def _c_case(prog: Program) -> Any:
-    marks = []
-    if prog.name in XFAIL_C:
-        marks.append(pytest.mark.xfail(strict=True, reason=XFAIL_C[prog.name]))
-    if prog.name in SLOW_ON_C:
-        marks.append(pytest.mark.slow)
-    return pytest.param(prog, id=prog.name, marks=marks)
-
-
-@pytest.mark.parametrize("prog", [_c_case(p) for p in PROGRAMS])
-def test_vmap_matches_lane_loop_on_c(prog: Program) -> None:
-    check(prog, 0, "c")
+@pytest.mark.parametrize(("prog", "case"), [_param(p, (0,), "c") for p in PROGRAMS])
+def test_vmap_matches_lane_loop_on_c(prog: Program, case: tuple[int, ...]) -> None:
+    check(prog, case, "c")
 
 
 def _line_counts(prog: Program, lanes: list[tuple]) -> list[Counter]:
@@ -218,9 +235,8 @@ def _line_counts(prog: Program, lanes: list[tuple]) -> list[Counter]:
 
 def lanes_diverge(prog: Program) -> bool:
     """Whether, in some case, the lanes run different lines or loop trips."""
-    for case in range(len(prog.inputs)):
-        drawn = _draw(prog, case)
-        if drawn is not None:
+    for p, case in CASES:
+        if p is prog and _draw(prog, case) is not None:
             counts = _line_counts(prog, batch(prog, case).lanes)
             if any(c != counts[0] for c in counts[1:]):
                 return True
@@ -231,8 +247,8 @@ def test_vmap_covers_the_corpus() -> None:
     """Most of the corpus is batched (every case that draws is run above, on the
     interpreter, with no expected failure), from every category; many programs run
     different paths in different lanes, dynamic control flow and recursion among them."""
-    unbatched = {p.name for p, i in CASES if _draw(p, i) is None}
-    batched = [p for p in PROGRAMS if p.name not in unbatched]
+    drawn = {p.name for p, case in CASES if _draw(p, case) is not None}
+    batched = [p for p in PROGRAMS if p.name in drawn]
     assert len(batched) >= 80
     assert {p.category for p in batched} >= {
         "straight_line", "static_control", "dynamic_control", "recursion",
