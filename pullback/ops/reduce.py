@@ -10,6 +10,9 @@ Derivatives: sums and cumulative sums are linear; a maximum (minimum) passes the
 derivative of the elements equal to it, split evenly among ties; products use the
 product of the *other* elements, built from exclusive cumulative products so that zeros
 need no division.  ``argmax``/``argmin`` have integer results and no derivative.
+
+Batching: the axes shift past the batch axis, which stays put; it ends up before the
+reduced axes it followed.
 """
 
 from __future__ import annotations

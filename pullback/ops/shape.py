@@ -6,6 +6,9 @@ folds them into the index arithmetic of the kernels around them.
 Derivatives: every op here is linear, so its jvp applies the op itself to the tangents
 and its vjp is the transposed data movement (a sum over broadcast axes, a pad back
 around a slice, slices of a concatenation ...).
+
+Batching: the batch axis stays where it is and the params grow an entry for it (a whole
+slice, no padding ...); only a reshape that would mix lanes moves it to the front first.
 """
 
 from __future__ import annotations
