@@ -100,7 +100,7 @@ def _mixable(prog: Program) -> tuple[int, ...] | None:
 
 def _axes(tree: Any, axes: list) -> Any:
     """One argument's in_axes: 0 or None when all its leaves agree, else a tree."""
-    if all(a == 0 for a in axes) and axes:
+    if axes and all(a == 0 for a in axes):
         return 0
     if all(a is None for a in axes):
         return None
@@ -151,8 +151,8 @@ def stacked(results: list) -> Any:
 
 
 def _tolerance(args: tuple) -> float | None:
-    """Float32 rounding when any argument holds float32 (a float64 result computed from
-    float32 values carries it), else that of float64; None: compare by the result."""
+    """The float32 tolerance when any argument holds float32 (a float64 result computed
+    from float32 values carries their rounding); None: each result by its own dtype."""
     kinds = {np.asarray(x).dtype for x in pb.tree_leaves(args) if isinstance(x, STACKED)}
     return TOL[np.dtype(np.float32)] if np.dtype(np.float32) in kinds else None
 
