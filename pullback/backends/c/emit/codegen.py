@@ -47,6 +47,14 @@ def _math(name: str, dt: DType) -> str:
     return f"{name}f" if dt.name == "float32" else name
 
 
+def _small_power(e: L.Op) -> int | None:
+    """The exponent of a float ``pow`` by a literal 2, 3 or 4 (runtime.h's products)."""
+    if e.name != "pow" or not e.dtype.is_float or not isinstance(e.args[1], L.Const):
+        return None
+    n = float(e.args[1].value)
+    return int(n) if n in (2.0, 3.0, 4.0) else None
+
+
 def _unary(op: str, x: str, dt: DType) -> str:
     f = dt.is_float
     table = {
@@ -157,6 +165,9 @@ class _C(ExprPrinter):
             return f"pb_{e.name}({args[0]})"
         if len(args) == 1:
             return _unary(e.name, args[0], e.dtype)
+        power = _small_power(e)
+        if power:
+            return f"{_math(f'pb_pow{power}', e.dtype)}({args[0]})"
         return _binary(e.name, args[0], args[1], e.dtype)
 
     def cast(self, e: L.Cast) -> str:

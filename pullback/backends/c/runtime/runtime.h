@@ -330,6 +330,15 @@ static int64_t pb_ipow(int64_t base, int64_t exp) {
     return (int64_t)r;
 }
 
+/* Small whole powers as products: libm's pow does not vectorise.  x*x is pow(x, 2) to
+   the bit; a cube or a fourth power may differ from pow by an ulp. */
+static double pb_pow2(double x) { return x * x; }
+static double pb_pow3(double x) { return x * x * x; }
+static double pb_pow4(double x) { double s = x * x; return s * s; }
+static float pb_pow2f(float x) { return x * x; }
+static float pb_pow3f(float x) { return x * x * x; }
+static float pb_pow4f(float x) { float s = x * x; return s * s; }
+
 static double pb_fmax(double a, double b) { return (a != a) ? a : ((b != b) ? b : (a > b ? a : b)); }
 static double pb_fmin(double a, double b) { return (a != a) ? a : ((b != b) ? b : (a < b ? a : b)); }
 static float pb_fmaxf(float a, float b) { return (a != a) ? a : ((b != b) ? b : (a > b ? a : b)); }
