@@ -146,10 +146,10 @@ def subsets(c: Case) -> list[dict[int, int]]:
     return out
 
 
-def lanes_of(c: Case, batched: dict[int, int]) -> list[list[Any]]:
+def lanes_of(c: Case, batched: dict[int, int], size: int = SIZE) -> list[list[Any]]:
     """Each lane's operands (literal and repeated ones included)."""
     lanes = []
-    for k in range(SIZE):
+    for k in range(size):
         ops: list[Any] = []
         for i, a in enumerate(c.args):
             if isinstance(a, Same):
@@ -162,7 +162,8 @@ def lanes_of(c: Case, batched: dict[int, int]) -> list[list[Any]]:
 
 def emit_batched(b: Builder, c: Case, batched: dict[int, int], lanes: list[list[Any]]):
     """Emit the rule on the case's operands, those in ``batched`` stacked over the lanes
-    at their axes; returns the results, their batch dims and the function's arguments."""
+    (none, even) at their axes; returns the results, their batch dims and the function's
+    arguments."""
     ins: list[Any] = []
     dims: list[int | None] = []
     arrays = []
@@ -175,12 +176,19 @@ def emit_batched(b: Builder, c: Case, batched: dict[int, int], lanes: list[list[
             dims.append(None)
         else:
             d = batched.get(i)
-            x = a if d is None else np.stack([ln[i] for ln in lanes], axis=d)
+            x = a if d is None else stack([ln[i] for ln in lanes], a, d)
             arrays.append(x)
             ins.append(b.param(type_of_value(x)))
             dims.append(d)
-    outs, out_dims = OPS[c.op].batch(ins, dims, SIZE, **c.params)
+    outs, out_dims = OPS[c.op].batch(ins, dims, len(lanes), **c.params)
     return outs, out_dims, arrays
+
+
+def stack(xs: list[np.ndarray], like: np.ndarray, d: int) -> np.ndarray:
+    """Lanes ``xs`` (each like ``like``) stacked at axis ``d``."""
+    if not xs:
+        return np.moveaxis(np.zeros((0, *np.shape(like)), np.asarray(like).dtype), 0, d)
+    return np.stack(xs, axis=d)
 
 
 def expected(c: Case, lanes: list[list[Any]]) -> list[list[np.ndarray]]:
@@ -194,8 +202,8 @@ def expected(c: Case, lanes: list[list[Any]]) -> list[list[np.ndarray]]:
 def check_lanes(got: list[np.ndarray], out_dims, want: list[list[np.ndarray]], where: str):
     assert len(got) == len(out_dims) == len(want[0]), where
     for j, (g, d) in enumerate(zip(got, out_dims, strict=True)):
-        assert d is None or 0 <= d < g.ndim and g.shape[d] == SIZE, f"{where}: batch dim {d}"
-        for k in range(SIZE):
+        assert d is None or 0 <= d < g.ndim and g.shape[d] == len(want), f"{where}: dim {d}"
+        for k in range(len(want)):
             w = np.asarray(want[k][j])
             gk = g if d is None else np.take(g, k, axis=d)
             at = f"{where}: result {j} (batch dim {d}), lane {k}"
@@ -287,3 +295,24 @@ def test_batch_axis_stays_put(c: Case):
             outs, _, _ = emit_batched(b, c, batched, lanes_of(c, batched))
             func = b.finish("f", outs)
         assert [e.op.name for e in func.block.eqns] == [c.op], batched
+
+
+@pytest.mark.parametrize("c", [pytest.param(c, id=c.id) for c in ALL])
+def test_no_lanes_and_one_lane(c: Case):
+    """Parameters batched over no lanes (results of the lanes' types, empty along the
+    batch axis) and over one."""
+    for batched in subsets(c):
+        one = lanes_of(c, batched, 1)
+        where = f"{c.id} batched {batched}"
+        for lanes in ([], one):
+            with Builder() as b:
+                outs, out_dims, arrays = emit_batched(b, c, batched, lanes)
+                func = b.finish(f"{c.op}_batched", outs)
+            verify(func)
+            got = interp.run(func, *arrays)
+            if lanes:
+                check_lanes(got, out_dims, expected(c, lanes), where)
+                continue
+            for g, d, w in zip(got, out_dims, expected(c, one)[0], strict=True):
+                shape = w.shape if d is None else w.shape[:d] + (0,) + w.shape[d:]
+                assert (g.dtype, g.shape) == (w.dtype, shape), f"{where}: batch dim {d}"
