@@ -15,7 +15,7 @@ import pytest
 
 import pullback as pb
 from pullback.backends import interp
-from pullback.backends.c.lower.products import _as_gemm
+from pullback.backends.c.plan.fusion import as_gemm, eqn_axes
 from pullback.ir.builder import Builder
 from pullback.ir.core import Func
 from pullback.ir.op import OPS
@@ -131,11 +131,7 @@ PRODUCTS = [
 def gemm_of(func: Func):
     """The one ``dot_general`` of ``func`` as the C backend's GEMM reads it, or None."""
     (dot,) = [e for e in func.block.eqns if e.op.name == "dot_general"]
-    a, b = (x.type for x in dot.inputs)
-    (lc, rc), (lb, rb) = dot.params["contract"], dot.params["batch"]
-    lf = [k for k in range(a.ndim) if k not in lc + lb]
-    rf = [k for k in range(b.ndim) if k not in rc + rb]
-    return _as_gemm(a, b, lc, rc, lb, rb, lf, rf)
+    return as_gemm(*(x.type for x in dot.inputs), eqn_axes(dot))
 
 
 @pytest.mark.parametrize("lhs,rhs,contract,batch", PRODUCTS)
@@ -173,9 +169,6 @@ def test_vmapped_matmul_is_one_gemm_in_c():
     assert gemm_lines(pb.vmap(lambda x, w: x @ w), x, w) == ["7x8x16"]
 
 
-@pytest.mark.xfail(strict=True, reason="the C plan absorbs the transpose that lays the "
-                   "lanes of W out for a GEMM into the product (plan/fusion.py, "
-                   "through_transpose), which then runs as a loop nest")
 def test_vmapped_matmul_of_batched_weights_is_one_gemm_in_c():
     x = _RNG.standard_normal((7, 16))
     w = _RNG.standard_normal((5, 16, 8))

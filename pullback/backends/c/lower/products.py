@@ -8,13 +8,11 @@ product's epilogue (``plan.fusion.Epilogue``) as it stores; other products, and
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from contextlib import ExitStack
 from typing import TYPE_CHECKING
 
 from ....ir.core import Atom, Eqn
-from ....ir.types import TensorType
 from ....ops.conv import dilated
 from ..loops.ir import (
     Bin,
@@ -33,7 +31,7 @@ from ..loops.ir import (
     element_at,
     linear,
 )
-from ..plan.fusion import eqn_axes, through_transpose
+from ..plan.fusion import as_gemm, eqn_axes, through_transpose
 from .handlers import handles
 
 if TYPE_CHECKING:
@@ -50,43 +48,6 @@ GEMM_INLINE_MAX_WORK = {True: 1 << 20, False: 1 << 15}
 _GEMM_DTYPES = {"float32", "float64", "int32", "int64"}
 
 
-def _block_of(dims: Sequence[int], start: int) -> bool:
-    return list(dims) == list(range(start, start + len(dims)))
-
-
-def _transposed(first, second, start: int) -> bool | None:
-    """Whether an operand's two axis blocks after the batch axes come as (second, first)
-    (True) or as (first, second) (False); None when they are not two contiguous blocks."""
-    if _block_of(first, start) and _block_of(second, start + len(first)):
-        return False
-    if _block_of(second, start) and _block_of(first, start + len(second)):
-        return True
-    return None
-
-
-def _as_gemm(a: TensorType, b: TensorType, lc, rc, lb, rb, lf, rf):
-    """``(batch, m, n, k, trans_a, trans_b)`` when a ``dot_general`` is a batch of row-major
-    matrix products: leading batch axes in order on both sides, free and contracting axes
-    each one contiguous block, contracting axes in the same order; else None."""
-    nb = len(lb)
-    if list(lb) != list(range(nb)) or list(rb) != list(range(nb)):
-        return None
-    if sorted(lc) != list(lc) or sorted(rc) != list(rc):
-        return None
-    trans_a = _transposed(lf, lc, nb)
-    trans_b = _transposed(rc, rf, nb)
-    if trans_a is None or trans_b is None:
-        return None
-    batch = math.prod(a.shape[:nb])
-    m = math.prod(a.shape[d] for d in lf)
-    n = math.prod(b.shape[d] for d in rf)
-    k = math.prod(a.shape[d] for d in lc)
-    if max(m, n, k) >= 2 ** 31:
-        return None
-    return batch, m, n, k, trans_a, trans_b
-
-
-
 @handles("dot_general")
 def op_dot_general(lw: Lowering, eqn: Eqn) -> None:
     (out,) = eqn.outputs
@@ -100,7 +61,7 @@ def op_dot_general(lw: Lowering, eqn: Eqn) -> None:
     (lc, lb), (rc, rb) = axes
     lf = [k for k in range(a.type.ndim) if k not in lc and k not in lb]
     rf = [k for k in range(b.type.ndim) if k not in rc and k not in rb]
-    gemm = _as_gemm(a.type, b.type, lc, rc, lb, rb, lf, rf)
+    gemm = as_gemm(a.type, b.type, [(lc, lb), (rc, rb)])
     # an outer product (inner size 1, as a batched gradient makes per lane) is one
     # multiply per element: the loop nest below, not a library call per matrix
     outer = all(a.type.shape[k] == 1 for k in lc)

@@ -11,6 +11,7 @@ loop IR kernels.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
@@ -74,6 +75,61 @@ def through_transpose(dot: Eqn, side: int, perm: Sequence[int]
     if free != sorted(free):
         return None
     return tuple(perm[i] for i in contract), tuple(perm[i] for i in batch)
+
+
+def _block_of(dims: Sequence[int], start: int) -> bool:
+    return list(dims) == list(range(start, start + len(dims)))
+
+
+def _transposed(first, second, start: int) -> bool | None:
+    """Whether an operand's two axis blocks after the batch axes come as (second, first)
+    (True) or as (first, second) (False); None when they are not two contiguous blocks."""
+    if _block_of(first, start) and _block_of(second, start + len(first)):
+        return False
+    if _block_of(second, start) and _block_of(first, start + len(second)):
+        return True
+    return None
+
+
+def as_gemm(a: TensorType, b: TensorType, axes: Sequence[tuple[Sequence[int], Sequence[int]]]
+            ) -> tuple | None:
+    """``(batch, m, n, k, trans_a, trans_b)`` when a ``dot_general`` of operands of types
+    ``a`` and ``b`` and (contracted, batch) ``axes`` per operand is a batch of row-major
+    matrix products: leading batch axes in order on both sides, free and contracting axes
+    each one contiguous block, contracting axes in the same order; else None."""
+    (lc, lb), (rc, rb) = axes
+    lf = [d for d in range(a.ndim) if d not in lc and d not in lb]
+    rf = [d for d in range(b.ndim) if d not in rc and d not in rb]
+    nb = len(lb)
+    if list(lb) != list(range(nb)) or list(rb) != list(range(nb)):
+        return None
+    if sorted(lc) != list(lc) or sorted(rc) != list(rc):
+        return None
+    trans_a = _transposed(lf, lc, nb)
+    trans_b = _transposed(rc, rf, nb)
+    if trans_a is None or trans_b is None:
+        return None
+    batch = math.prod(a.shape[:nb])
+    m = math.prod(a.shape[d] for d in lf)
+    n = math.prod(b.shape[d] for d in rf)
+    k = math.prod(a.shape[d] for d in lc)
+    if max(m, n, k) >= 2 ** 31:
+        return None
+    return batch, m, n, k, trans_a, trans_b
+
+
+def absorbs_transpose(dot: Eqn, side: int, transpose: Eqn) -> bool:
+    """Whether ``dot`` reads operand ``side``, a ``transpose``, from its source in place:
+    the product's free axes keep their order, and a product that is a GEMM stays one."""
+    axes = through_transpose(dot, side, transpose.params["perm"])
+    if axes is None:
+        return False
+    types = [x.type for x in dot.inputs]
+    before = as_gemm(*types, eqn_axes(dot))
+    renumbered = eqn_axes(dot)
+    renumbered[side] = axes
+    types[side] = transpose.inputs[0].type
+    return before is None or as_gemm(*types, renumbered) is not None
 
 
 def eqn_axes(dot: Eqn) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
@@ -215,8 +271,8 @@ def fused_values(blk: Block, runs: dict[int, list[Eqn]], stored: Collection[int]
     # a transpose only products read is read by them in place (they renumber its axes)
     absorbed = {id(e.outputs[0]) for e in blk.eqns if e.op.name == "transpose" and
                 id(e.outputs[0]) not in outside and readers.get(id(e.outputs[0])) and all(
-                    c.op.name == "dot_general" and through_transpose(
-                        c, c.inputs.index(e.outputs[0]), e.params["perm"]) is not None
+                    c.op.name == "dot_general" and absorbs_transpose(
+                        c, c.inputs.index(e.outputs[0]), e)
                     and c.inputs[0] is not c.inputs[1]
                     for c in readers[id(e.outputs[0])])}
     elementwise: set[int] = set()  # fused values that only pointwise kernels read
