@@ -216,14 +216,18 @@ def check_lanes(got: list[np.ndarray], out_dims, want: list[list[np.ndarray]], w
                 np.testing.assert_array_equal(gk, w, err_msg=at)
 
 
-def run_batched(c: Case, batched: dict[int, int]) -> None:
-    lanes = lanes_of(c, batched)
+def run_rule(c: Case, batched: dict[int, int], lanes: list[list[Any]]):
+    """The rule's results on the interpreter (its IR verified first), and their batch dims."""
     with Builder() as b:
         outs, out_dims, arrays = emit_batched(b, c, batched, lanes)
         func = b.finish(f"{c.op}_batched", outs)
     verify(func)
-    check_lanes(interp.run(func, *arrays), out_dims, expected(c, lanes),
-                f"{c.id} batched {batched}")
+    return interp.run(func, *arrays), out_dims
+
+
+def run_batched(c: Case, batched: dict[int, int], size: int = SIZE) -> None:
+    lanes = lanes_of(c, batched, size)
+    check_lanes(*run_rule(c, batched, lanes), expected(c, lanes), f"{c.id} batched {batched}")
 
 
 # -- the tests --------------------------------------------------------------------------
@@ -299,20 +303,11 @@ def test_batch_axis_stays_put(c: Case):
 
 @pytest.mark.parametrize("c", [pytest.param(c, id=c.id) for c in ALL])
 def test_no_lanes_and_one_lane(c: Case):
-    """Parameters batched over no lanes (results of the lanes' types, empty along the
-    batch axis) and over one."""
+    """Parameters batched over one lane, and over none: results of the lanes' types,
+    empty along the batch axis."""
     for batched in subsets(c):
-        one = lanes_of(c, batched, 1)
-        where = f"{c.id} batched {batched}"
-        for lanes in ([], one):
-            with Builder() as b:
-                outs, out_dims, arrays = emit_batched(b, c, batched, lanes)
-                func = b.finish(f"{c.op}_batched", outs)
-            verify(func)
-            got = interp.run(func, *arrays)
-            if lanes:
-                check_lanes(got, out_dims, expected(c, lanes), where)
-                continue
-            for g, d, w in zip(got, out_dims, expected(c, one)[0], strict=True):
-                shape = w.shape if d is None else w.shape[:d] + (0,) + w.shape[d:]
-                assert (g.dtype, g.shape) == (w.dtype, shape), f"{where}: batch dim {d}"
+        run_batched(c, batched, 1)
+        got, out_dims = run_rule(c, batched, [])
+        for g, d, w in zip(got, out_dims, expected(c, lanes_of(c, batched, 1))[0], strict=True):
+            shape = w.shape if d is None else w.shape[:d] + (0,) + w.shape[d:]
+            assert (g.dtype, g.shape) == (w.dtype, shape), f"{c.id} batched {batched}: dim {d}"
