@@ -22,7 +22,8 @@ from .frontend.stager import Stager
 from .frontend.values import Ref
 from .ir.core import Var
 from .keys import value_key
-from .ops.batching import at, lane_type
+from .ops.batching import at, batched_type, lane_type
+from .ops.derivs import zeros
 from .passes.manager import optimize
 from .transforms.vmap import vmap_emit
 from .tree import tree_flatten, tree_leaves, tree_structure, tree_unflatten
@@ -81,7 +82,11 @@ class VMap(Transform):
             atom, d = where.get(id(v), (v, None))
             ins.append(atom)
             dims.append(d)
-        outs, odims = vmap_emit(func, ins, dims, size)
+        if size == 0:  # a loop over no lanes runs nothing: empty results
+            outs = [zeros(batched_type(t, 0)) for t in func.out_types]
+            odims: list = [0] * len(outs)
+        else:
+            outs, odims = vmap_emit(func, ins, dims, size)
         return self._results(sub.out_spec, outs, odims, size)
 
     def _arg_specs(self, n: int) -> list:

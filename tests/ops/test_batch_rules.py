@@ -302,12 +302,8 @@ def test_batch_axis_stays_put(c: Case):
 
 
 @pytest.mark.parametrize("c", [pytest.param(c, id=c.id) for c in ALL])
-def test_no_lanes_and_one_lane(c: Case):
-    """Parameters batched over one lane, and over none: results of the lanes' types,
-    empty along the batch axis."""
+def test_one_lane(c: Case):
+    """Parameters batched over one lane (no lanes at all never reach a rule: ``vmap``
+    of an empty batch runs nothing)."""
     for batched in subsets(c):
         run_batched(c, batched, 1)
-        got, out_dims = run_rule(c, batched, [])
-        for g, d, w in zip(got, out_dims, expected(c, lanes_of(c, batched, 1))[0], strict=True):
-            shape = w.shape if d is None else w.shape[:d] + (0,) + w.shape[d:]
-            assert (g.dtype, g.shape) == (w.dtype, shape), f"{c.id} batched {batched}: dim {d}"

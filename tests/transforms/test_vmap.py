@@ -91,6 +91,16 @@ def test_axis_size_when_nothing_is_mapped():
     same(got, np.stack([W * 2] * 3))
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_no_lanes_run_nothing(backend):
+    def f(x, k):
+        assert x[0] > 100, "never checked"
+        return x * 2, pb.random.bits(k, (2,))
+
+    got = jitted(pb.vmap(f), backend)(np.zeros((0, 3)), np.zeros(0, np.int64))
+    assert got[0].shape == (0, 3) and got[1].shape == (0, 2)
+
+
 def test_static_results_are_stacked():
     got = pb.vmap(lambda x: (x, 1.5, None))(np.arange(3.0))
     assert got[2] is None
