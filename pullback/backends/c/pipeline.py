@@ -44,6 +44,7 @@ from .loops.printer import format_module
 from .lower.lowering import LoweredModule, lower_module
 from .plan.module import FuncPlan, ModulePlan, plan_module
 from .prepare.columns import split_columns
+from .prepare.products import outer_products
 
 
 class Planned(NamedTuple):
@@ -59,6 +60,7 @@ def prepare(func: Func, _: Func) -> Module:
     if any(not isinstance(t, TensorType) for t in [*func.in_types, *func.out_types]):
         raise Unsupported("a compiled function cannot take or return a stack")
     check_size(module)
+    module = outer_products(module)
     if config.columns():
         module = split_columns(module)
         if config.verifying():

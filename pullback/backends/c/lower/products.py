@@ -62,11 +62,8 @@ def op_dot_general(lw: Lowering, eqn: Eqn) -> None:
     lf = [k for k in range(a.type.ndim) if k not in lc and k not in lb]
     rf = [k for k in range(b.type.ndim) if k not in rc and k not in rb]
     gemm = as_gemm(a.type, b.type, [(lc, lb), (rc, rb)])
-    # an outer product (inner size 1, as a batched gradient makes per lane) is one
-    # multiply per element: the loop nest below, not a library call per matrix
-    outer = all(a.type.shape[k] == 1 for k in lc)
-    if gemm is not None and not outer and a.type.dtype == b.type.dtype == out.type.dtype \
-            and out.type.dtype.name in _GEMM_DTYPES and out.type.size:
+    if gemm is not None and a.type.dtype == b.type.dtype == out.type.dtype and \
+            out.type.dtype.name in _GEMM_DTYPES and out.type.size:
         _gemm(lw, eqn, a, b, *gemm)
         return
     lw.define(out)
