@@ -38,8 +38,8 @@ FORWARD_JACOBIAN = 8
 #: A Jacobian whose rows (columns), all at once, take at most this many elements per
 #: value of the function is computed by ``vmap`` of one backward (forward) pass: its
 #: matrix-vector products become matrix-matrix products.  Larger ones, and functions
-#: with loops (whose tape would be spread over every row), run one pass per row in a
-#: rolled loop.
+#: with loops or a tape (a derivative inside: the tape would be spread over every row),
+#: run one pass per row in a rolled loop.
 BATCHED_JACOBIAN = 1 << 22
 
 Blocks = dict[tuple[int, int], Atom]  # (result, operand) -> d result / d operand
@@ -89,9 +89,10 @@ def _by_lanes(sub: SubFunction, ins: list[int], outs: list[int]) -> Blocks:
 
 def _batched(sub: SubFunction, n: int) -> bool:
     """Whether ``n`` rows (or columns) are computed by one batched pass."""
-    values = [v.type.size for e in sub.func.block.walk() for v in e.outputs
-              if isinstance(v.type, TensorType)]
-    return 0 < n and not has_loops(sub.func) and \
+    eqns = list(sub.func.block.walk())
+    values = [v.type.size for e in eqns for v in e.outputs if isinstance(v.type, TensorType)]
+    tape = any(e.op.name.startswith("stack_") for e in eqns)
+    return 0 < n and not has_loops(sub.func) and not tape and \
         n * max([*values, *(t.size for t in sub.func.in_types)]) <= BATCHED_JACOBIAN
 
 
