@@ -234,6 +234,19 @@ def test_lanes_take_different_trip_counts(backend):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+def test_many_lanes_run_in_chunks(backend):
+    """A while loop of scalars over many lanes runs a chunk of lanes at a time, the last
+    chunk overlapping the one before when the lanes do not divide evenly."""
+    from pullback.transforms.vmap import CHUNK
+
+    for n in (2 * CHUNK, 5 * CHUNK + 3):
+        xs = np.exp(RNG.uniform(-2, 12, n))
+        same(jitted(pb.vmap(halvings), backend)(xs), loop(halvings, xs))
+        same(jitted(pb.vmap(checked_sqrt), backend)(xs), loop(checked_sqrt, xs))
+    assert str(pb.make_ir(pb.vmap(halvings))(xs)).count("for_loop") == 1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_lanes_take_different_branches(backend):
     xs = np.array([[1.0, 2.0], [-2.0, 0.5], [-0.5, 0.1], [0.3, -0.2]])
     same(jitted(pb.vmap(piecewise), backend)(xs), loop(piecewise, xs))

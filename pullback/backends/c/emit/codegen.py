@@ -156,6 +156,8 @@ class _C(ExprPrinter):
     def op(self, e: L.Op) -> str:
         args = [self.expr(a) for a in e.args]
         if e.name == "select":
+            if self.vector and e.dtype.is_float:
+                return f"{_math('pb_blend', e.dtype)}({args[0]}, {args[1]}, {args[2]})"
             return f"({args[0]} ? {args[1]} : {args[2]})"
         if e.name == "convert":
             return _convert(args[0], e.dtype, e.out)
