@@ -36,7 +36,7 @@ from .transform import Transform, differentiated
 FORWARD_JACOBIAN = 8
 
 #: A Jacobian whose rows (columns), all at once, take at most this many elements per
-#: value of the function is computed by ``vmap`` of one backward (forward) pass: its
+#: value that depends on the inputs is computed by ``vmap`` of one backward (forward) pass: its
 #: matrix-vector products become matrix-matrix products.  Larger ones, and functions
 #: with loops or a tape (a derivative inside: the tape would be spread over every row),
 #: run one pass per row in a rolled loop.
@@ -67,7 +67,7 @@ class Jacobian(Transform):
             sum(sub.func.out_types[i].size for i in outs)
         if self.forward and 0 < n <= FORWARD_JACOBIAN:
             jac = _by_lanes(sub, ins, outs)
-        elif _batched(sub, n):
+        elif _batched(sub, n, varied):
             jac = _by_vmap(sub, ins, outs, varied, self.forward)
         elif self.forward:
             jac = _by_columns(sub, ins, outs)
@@ -87,13 +87,21 @@ def _by_lanes(sub: SubFunction, ins: list[int], outs: list[int]) -> Blocks:
     return jac
 
 
-def _batched(sub: SubFunction, n: int) -> bool:
-    """Whether ``n`` rows (or columns) are computed by one batched pass."""
+def _batched(sub: SubFunction, n: int, varied: list[bool]) -> bool:
+    """Whether ``n`` rows (or columns) are computed by one batched pass: its batched
+    values are the derivatives of those that depend on the varied inputs."""
     eqns = list(sub.func.block.walk())
-    values = [v.type.size for e in eqns for v in e.outputs if isinstance(v.type, TensorType)]
-    tape = any(e.op.name.startswith("stack_") for e in eqns)
-    return 0 < n and not has_loops(sub.func) and not tape and \
-        n * max([*values, *(t.size for t in sub.func.in_types)]) <= BATCHED_JACOBIAN
+    if n == 0 or has_loops(sub.func) or any(e.op.name.startswith("stack_") for e in eqns):
+        return False
+    active = {id(p) for p, v in zip(sub.func.block.params, varied, strict=True) if v}
+    largest = max([p.type.size for p, v in zip(sub.func.block.params, varied, strict=True)
+                   if v] or [0])
+    for e in eqns:
+        if any(id(a) in active for a in e.inputs):
+            active.update(id(o) for o in e.outputs)
+            largest = max([largest, *(o.type.size for o in e.outputs
+                                      if isinstance(o.type, TensorType))])
+    return n * largest <= BATCHED_JACOBIAN
 
 
 def _by_vmap(sub: SubFunction, ins: list[int], outs: list[int], varied: list[bool],
@@ -124,10 +132,11 @@ def _by_vmap(sub: SubFunction, ins: list[int], outs: list[int], varied: list[boo
 
 def _unit_rows(n: int, offset: int, t: TensorType) -> Atom:
     """Rows ``offset .. offset + t.size`` of the n-by-n identity, each in ``t``'s shape:
-    ``[n, *t.shape]``."""
-    rows = S.iota(shape=(n, t.size), dim=0, dtype=int64)
-    cols = S.iota(shape=(n, t.size), dim=1, dtype=int64)
-    hot = E.eq(rows, E.add(cols, Lit(np.int64(offset))))
+    ``[n, *t.shape]`` (two index vectors compared, which fuse into one kernel)."""
+    shape = (n, t.size)
+    rows = S.broadcast_in_dim(S.iota(shape=(n,), dim=0, dtype=int64), shape=shape, dims=(0,))
+    cols = E.add(S.iota(shape=(t.size,), dim=0, dtype=int64), Lit(np.int64(offset)))
+    hot = E.eq(rows, S.broadcast_in_dim(cols, shape=shape, dims=(1,)))
     return S.reshape(E.convert(hot, dtype=t.dtype, weak=False), shape=(n, *t.shape))
 
 
