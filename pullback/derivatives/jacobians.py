@@ -115,17 +115,19 @@ def _by_vmap(sub: SubFunction, ins: list[int], outs: list[int], varied: list[boo
     units = [_unit_rows(n, o, t) for o, t in zip(offsets, seeded, strict=False)]
     pass_ = jvp_func(func, varied) if forward else vjp_func(func, varied)
     res, dims = vmap_emit(pass_, [*ops, *units], [None] * len(ops) + [0] * len(units), n)
-    derivs = [at(r, d, n) for r, d in zip(res[len(func.out_types):], dims[len(func.out_types):],
-                                           strict=True)]
+    # the lanes go last in forward mode (a column per input), first in reverse mode
+    derivs = [at(r, d, n, r.type.ndim - (d is not None) if forward else 0)
+              for r, d in zip(res[len(func.out_types):], dims[len(func.out_types):],
+                              strict=True)]
     jac: Blocks = {}
     for k, i in enumerate(outs):
         for m, q in enumerate(ins):
             tq, ti = ops[q].type, func.out_types[i]
             if forward:
-                rows = _rows_of(derivs[k], offsets[m], tq.size)
-                jac[i, q] = _forward_layout(rows, tq, ti)
+                cols = _lanes_of(derivs[k], offsets[m], tq.size, axis=ti.ndim)
+                jac[i, q] = S.reshape(cols, shape=ti.shape + tq.shape)
             else:
-                rows = _rows_of(derivs[m], offsets[k], ti.size)
+                rows = _lanes_of(derivs[m], offsets[k], ti.size, axis=0)
                 jac[i, q] = S.reshape(rows, shape=ti.shape + tq.shape)
     return jac
 
@@ -140,11 +142,15 @@ def _unit_rows(n: int, offset: int, t: TensorType) -> Atom:
     return S.reshape(E.convert(hot, dtype=t.dtype, weak=False), shape=(n, *t.shape))
 
 
-def _rows_of(x: Atom, start: int, count: int) -> Atom:
-    """``x[start:start + count]``."""
+def _lanes_of(x: Atom, start: int, count: int, axis: int) -> Atom:
+    """``x``'s entries ``start .. start + count`` along ``axis`` (all of them: ``x``)."""
     t = x.type
-    return S.slice_(x, start=(start, *[0] * (t.ndim - 1)),
-                    limit=(start + count, *t.shape[1:]), stride=(1,) * t.ndim)
+    if start == 0 and count == t.shape[axis]:
+        return x
+    lo = [0] * t.ndim
+    hi = list(t.shape)
+    lo[axis], hi[axis] = start, start + count
+    return S.slice_(x, start=tuple(lo), limit=tuple(hi), stride=(1,) * t.ndim)
 
 
 def _by_columns(sub: SubFunction, ins: list[int], outs: list[int]) -> Blocks:
