@@ -192,13 +192,13 @@ CASES = [(p, (i,)) for p in PROGRAMS for i in range(len(p.inputs))] + [
 
 
 #: Categories whose every program runs on C in the default tier (lanes there take their
-#: own branches, trip counts and recursion depths); of the others every third does, the
+#: own branches, trip counts and recursion depths); of the others every sixth does, the
 #: rest in the slow tier (a C build per program is most of this file's time in CI).
 C_CATEGORIES = ("dynamic_control", "recursion")
 
 
 def _c_default(prog: Program) -> bool:
-    return prog.category in C_CATEGORIES or PROGRAMS.index(prog) % 3 == 0
+    return prog.category in C_CATEGORIES or PROGRAMS.index(prog) % 6 == 0
 
 
 def _param(prog: Program, case: tuple[int, ...], backend: str) -> Any:
@@ -265,7 +265,7 @@ def test_vmap_covers_the_corpus() -> None:
         "straight_line", "static_control", "dynamic_control", "recursion",
         "data_structures", "mutation", "ml_layers", "scientific", "int_bool",
     }
-    assert sum(_c_default(p) and p.name not in SLOW for p in PROGRAMS) >= 80
+    assert sum(_c_default(p) and p.name not in SLOW for p in PROGRAMS) >= 60
     diverging = Counter(p.category for p in batched if lanes_diverge(p))
     assert diverging["dynamic_control"] >= 12, diverging
     assert diverging["recursion"] >= 8, diverging

@@ -51,6 +51,9 @@ from programs.registry import Program
 
 TRANSFORMS = ("jit", "checkpoint", "grad", "value_and_grad", "vjp", "jvp", "jacfwd",
               "jacrev", "hessian", "vmap")
+#: The transforms every ordered pair of which the matrix runs; ``vmap`` pairs with
+#: each of them in the chains ``test_composition.VMAP`` names.
+PAIRED = TRANSFORMS[:-1]
 #: Transforms that change no value.
 IDENTITIES = ("jit", "checkpoint")
 #: Transforms that reduce their function's result to a scalar with ``s`` first.
@@ -73,8 +76,8 @@ def canonical(chain: Chain) -> Chain:
 
 
 def products(depth: int) -> list[Chain]:
-    """Every chain of ``depth`` transforms."""
-    return [tuple(c) for c in itertools.product(TRANSFORMS, repeat=depth)]
+    """Every chain of ``depth`` transforms of ``PAIRED``."""
+    return [tuple(c) for c in itertools.product(PAIRED, repeat=depth)]
 
 
 def _seed(*parts: Any) -> int:
