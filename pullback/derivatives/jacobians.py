@@ -91,8 +91,8 @@ def _batched(sub: SubFunction, n: int, varied: list[bool]) -> bool:
     """Whether ``n`` rows (or columns) are computed by one batched pass: its batched
     values are the derivatives of those that depend on the varied inputs."""
     eqns = list(sub.func.block.walk())
-    if n == 0 or has_loops(sub.func) or any(e.op.name.startswith("stack_") for e in eqns):
-        return False
+    if n < 2 or has_loops(sub.func) or any(e.op.name.startswith("stack_") for e in eqns):
+        return False  # one row is one pass either way
     active = {id(p) for p, v in zip(sub.func.block.params, varied, strict=True) if v}
     largest = max([p.type.size for p, v in zip(sub.func.block.params, varied, strict=True)
                    if v] or [0])
