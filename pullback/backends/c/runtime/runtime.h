@@ -332,24 +332,18 @@ static int64_t pb_ipow(int64_t base, int64_t exp) {
 
 /* select on floats in vector loops, without a branch: gcc does not vectorise a loop whose
    float ternaries it turns into control flow.  Bit for bit what the ternary gives. */
-static inline double pb_blend(int c, double a, double b) {
-    uint64_t m = -(uint64_t)(c != 0), x, y;
-    memcpy(&x, &a, sizeof x);
-    memcpy(&y, &b, sizeof y);
-    uint64_t r = (x & m) | (y & ~m);
-    double d;
-    memcpy(&d, &r, sizeof d);
-    return d;
-}
-static inline float pb_blendf(int c, float a, float b) {
-    uint32_t m = -(uint32_t)(c != 0), x, y;
-    memcpy(&x, &a, sizeof x);
-    memcpy(&y, &b, sizeof y);
-    uint32_t r = (x & m) | (y & ~m);
-    float d;
-    memcpy(&d, &r, sizeof d);
-    return d;
-}
+#define PB_BLEND(name, T, U)                                   \
+    static inline T name(int c, T a, T b) {                    \
+        U m = -(U)(c != 0), x, y, r;                           \
+        T d;                                                   \
+        memcpy(&x, &a, sizeof x);                              \
+        memcpy(&y, &b, sizeof y);                              \
+        r = (x & m) | (y & ~m);                                \
+        memcpy(&d, &r, sizeof d);                              \
+        return d;                                              \
+    }
+PB_BLEND(pb_blend, double, uint64_t)
+PB_BLEND(pb_blendf, float, uint32_t)
 
 /* Small whole powers as products: libm's pow does not vectorise.  x*x is pow(x, 2) to
    the bit; a cube or a fourth power may differ from pow by an ulp. */
