@@ -90,6 +90,36 @@ def full(x: Atom, d: Dim, size: int, shape: tuple[int, ...], to: int = 0) -> Ato
     return current().emit("broadcast_in_dim", [x], {"shape": out, "dims": dims})[0]
 
 
+def fold_lanes(x: Atom, d: Dim, size: int, axis: int) -> Atom:
+    """``x`` with its lanes laid end to end along its axis ``axis`` (lane k's entries
+    k*n ... k*n + n - 1), so that one gather, scatter or conv treats each lane apart."""
+    x = at(x, d, size, axis)
+    shape = x.type.shape
+    folded = shape[:axis] + (shape[axis] * shape[axis + 1],) + shape[axis + 2:]
+    return current().emit("reshape", [x], {"shape": folded})[0]
+
+
+def unfold_lanes(x: Atom, size: int, axis: int) -> Atom:
+    """The inverse of ``fold_lanes``: axis ``axis`` split into (lanes, n)."""
+    shape = x.type.shape
+    split = shape[:axis] + (size, shape[axis] // size) + shape[axis + 1:]
+    return current().emit("reshape", [x], {"shape": split})[0]
+
+
+def with_lanes(name: str, rule: Callable[..., dict],
+               out_dim: Callable[..., int] | None = None) -> Callable[..., Batched]:
+    """The rule of an op with one operand whose params ``rule(d, size, **params)``
+    rewrites for the operand batched at ``d``; the result's batch axis is
+    ``out_dim(d, **params)`` (default: ``d``, where it was)."""
+
+    def batch(args, bdims, size, **params):  # not ``dims``: rev has a param of that name
+        (x,), (d,) = args, bdims
+        out = current().emit(name, [x], rule(d, size, **params))[0]
+        return [out], [d if out_dim is None else out_dim(d, **params)]
+
+    return batch
+
+
 def elementwise(name: str) -> Callable[..., Batched]:
     """The rule of an elementwise op (operands of one shape or 0-d): operands batched
     where the first full-shape batched one is; 0-d unbatched operands stay as they are."""

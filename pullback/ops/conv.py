@@ -23,7 +23,6 @@ from ..ir.op import Op
 from ..ir.types import TensorType
 from . import batching as B
 from . import shape as S
-from .index import _lanes_along, _lanes_apart
 from .linalg import bilinear_jvp
 
 
@@ -142,8 +141,8 @@ def _conv_batch(args, dims, size, **params):
     if dl is not None and dr is not None:
         return B.by_lanes("conv")(args, dims, size, **params)
     if dr is None:
-        return [_lanes_apart(conv(_lanes_along(lhs, dl, size, 0), rhs, **params), size, 0)], [0]
-    return [_lanes_apart(conv(lhs, _lanes_along(rhs, dr, size, 0), **params), size, 1)], [1]
+        return [B.unfold_lanes(conv(B.fold_lanes(lhs, dl, size, 0), rhs, **params), size, 0)], [0]
+    return [B.unfold_lanes(conv(lhs, B.fold_lanes(rhs, dr, size, 0), **params), size, 1)], [1]
 
 
 conv = Op(

@@ -61,26 +61,12 @@ def _clamped(starts, shape, sizes) -> tuple[slice, ...]:
 # -- batching: per-lane windows and indices as gathers and scatters ------------------
 
 
-def _lanes_along(x: Atom, d: B.Dim, size: int, axis: int) -> Atom:
-    """``x`` with its lanes laid end to end along its axis ``axis`` (lane k's entries
-    k*n ... k*n + n - 1), so that one gather or scatter indexes each lane apart."""
-    x = B.at(x, d, size, axis)
-    shape = x.type.shape
-    return S.reshape(x, shape=shape[:axis] + (shape[axis] * shape[axis + 1],) + shape[axis + 2:])
-
-
-def _lanes_apart(x: Atom, size: int, axis: int) -> Atom:
-    """The inverse of ``_lanes_along``: axis ``axis`` split into (lanes, n)."""
-    shape = x.type.shape
-    return S.reshape(x, shape=shape[:axis] + (size, shape[axis] // size) + shape[axis + 1:])
-
-
 def _int64(x: Atom) -> Atom:
     return x if x.type.dtype == int64 else E.convert(x, dtype=int64, weak=False)
 
 
 def _lane_indices(idx: Atom, d: int, size: int, n: int) -> Atom:
-    """Indices of each lane into its own block of ``n`` (see ``_lanes_along``), at 0."""
+    """Indices of each lane into its own block of ``n`` (see ``batching.fold_lanes``), at 0."""
     idx = _int64(B.moveaxis(idx, d, 0))
     lane = S.iota(shape=idx.type.shape, dim=0, dtype=int64)
     return E.add(idx, E.mul(lane, const(n, lane.type)))
@@ -262,7 +248,7 @@ def _gather_batch(args, dims, size, axis):
     if dx is None:
         return [gather(x, idx, axis=axis)], [axis + di]
     n = x.type.shape[B.axis_in(axis, dx)]
-    out = gather(_lanes_along(x, dx, size, axis), _lane_indices(idx, di, size, n), axis=axis)
+    out = gather(B.fold_lanes(x, dx, size, axis), _lane_indices(idx, di, size, n), axis=axis)
     return [out], [axis]
 
 
@@ -349,9 +335,9 @@ def _scatter_batch(name: str):
         op = get_op(name)
         if di is not None:
             n = x.type.shape[B.axis_in(axis, dx)]
-            out = op(_lanes_along(x, dx, size, axis), _lane_indices(idx, di, size, n),
+            out = op(B.fold_lanes(x, dx, size, axis), _lane_indices(idx, di, size, n),
                      B.at(upd, du, size, axis), axis=axis)
-            return [_lanes_apart(out, size, axis)], [axis]
+            return [B.unfold_lanes(out, size, axis)], [axis]
         ni = idx.type.ndim
         d = dx if dx is not None else du if du <= axis else du - ni + 1 if du >= axis + ni else axis
         into = d if d <= axis else d + ni - 1

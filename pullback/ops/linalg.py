@@ -26,7 +26,7 @@ from . import batching as B
 from . import elementwise as E
 from . import shape as S
 from .derivs import const, zeros
-from .index import _lanes_along, _lanes_apart, gather, scatter_add
+from .index import gather, scatter_add
 
 # -- dot_general ----------------------------------------------------------------------
 
@@ -364,8 +364,8 @@ def _triangular_solve_batch(args, dims, size, left_side, **flags):
     (a, b), (da, db) = args, dims
     if da is None:
         at = b.type.ndim - (2 if left_side else 3)
-        x = triangular_solve(a, _lanes_along(b, db, size, at), left_side=left_side, **flags)
-        return [_lanes_apart(x, size, at)], [at]
+        x = triangular_solve(a, B.fold_lanes(b, db, size, at), left_side=left_side, **flags)
+        return [B.unfold_lanes(x, size, at)], [at]
     to = da if da < a.type.ndim - 2 else 0
     x = triangular_solve(B.moveaxis(a, da, to), B.at(b, db, size, to), left_side=left_side,
                          **flags)

@@ -27,10 +27,10 @@ from ..ir.op import Op
 from ..ir.types import TensorType, int64
 from . import elementwise as E
 from . import shape as S
-from .batching import axes_in, axis_in
+from .batching import axes_in, axis_in, with_lanes
 from .derivs import const
 from .elementwise import check_kinds
-from .shape import linear_jvp, with_lanes
+from .shape import linear_jvp
 
 
 def _check_axis(name: str, x: TensorType, axis: int) -> None:

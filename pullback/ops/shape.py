@@ -13,8 +13,6 @@ slice, no padding ...); only a reshape that would mix lanes moves it to the fron
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import numpy as np
 
 from ..errors import ShapeError
@@ -23,7 +21,7 @@ from ..ir.core import Atom
 from ..ir.op import Op
 from ..ir.types import TensorType, bool_
 from . import elementwise as E
-from .batching import Batched, at, axes_in, axis_in, broadcast_lanes, full, lane_type
+from .batching import at, axes_in, axis_in, broadcast_lanes, full, lane_type, with_lanes
 from .derivs import const, zero_jvp, zero_vjp, zeros
 
 
@@ -34,20 +32,6 @@ def linear_jvp(name: str):
         return [current().emit(name, [tangents[0]], params)[0]]
 
     return jvp
-
-
-def with_lanes(name: str, rule: Callable[..., dict],
-               out_dim: Callable[..., int] | None = None) -> Callable[..., Batched]:
-    """The batching rule of an op with one operand whose params ``rule(d, size,
-    **params)`` rewrites for the operand batched at ``d``; the result's batch axis is
-    ``out_dim(d, **params)`` (default: ``d``, where it was)."""
-
-    def batch(args, bdims, size, **params):  # not ``dims``: rev has a param of that name
-        (x,), (d,) = args, bdims
-        out = current().emit(name, [x], rule(d, size, **params))[0]
-        return [out], [d if out_dim is None else out_dim(d, **params)]
-
-    return batch
 
 
 def _sum(x: Atom, axes: tuple[int, ...]) -> Atom:
