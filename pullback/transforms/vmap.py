@@ -329,7 +329,7 @@ class Batching:
         b = current()
         types = [x.type for x in xs]
         then = b.block(types, lambda *ps: b.emit("call", list(ps), {"callee": twin}))
-        skip = b.block(types, lambda *ps: [_zeros(t) for t in twin.out_types])
+        skip = b.block(types, lambda *ps: [zeros(t) for t in twin.out_types])
         outs = b.emit("cond", [R.reduce_max(live, axes=(0,)), *xs],
                       {"then": then, "orelse": skip})
         return outs, [0] * len(outs)
@@ -412,9 +412,6 @@ class Batching:
         current().emit("check", [R.reduce_min(good, axes=(0,)), *lane],
                        {"exc": exc, "fmt": fmt})
 
-    def debug_print(self, eqn: Eqn, ins, dims, mask):
-        return self.lanes(eqn, ins, dims, mask)
-
     def stack_push(self, eqn: Eqn, ins, dims, mask):
         tape, x = ins
         return current().emit("stack_push", [tape, at(x, dims[1], self.size)]), [None]
@@ -427,16 +424,12 @@ class Batching:
         return current().emit("stack_new", []), [None]
 
 
-def _zeros(t: TensorType) -> Atom:
-    return zeros(t)
-
-
-def _guard(safe):
+def _guard(position: int, safe):
     """Operand ``position`` replaced by ``safe(lane type)`` in the lanes the mask turns
     off, whose values an op must not fault on (an index out of range, a matrix that is
     not positive definite)."""
 
-    def guard(self: Batching, ins, dims, mask, position: int):
+    def guard(self: Batching, ins, dims, mask):
         ins, dims = list(ins), list(dims)
         x, d = ins[position], dims[position]
         t = lane_type(x.type, d)
@@ -449,16 +442,16 @@ def _guard(safe):
     return guard
 
 
-_index_guard = _guard(lambda t: Lit(np.zeros((), t.dtype.np)))
-_matrix_guard = _guard(lambda t: Lit(np.eye(t.shape[-1], dtype=t.dtype.np), t))
+_indices = _guard(1, lambda t: Lit(np.zeros((), t.dtype.np)))
 
 #: Ops that could fault on the values of lanes a mask turns off, and the guard that
 #: makes their operand safe there.
 _GUARDED = {
-    "gather": lambda self, ins, dims, mask: _index_guard(self, ins, dims, mask, 1),
-    "scatter": lambda self, ins, dims, mask: _index_guard(self, ins, dims, mask, 1),
-    "scatter_add": lambda self, ins, dims, mask: _index_guard(self, ins, dims, mask, 1),
-    "cholesky": lambda self, ins, dims, mask: _matrix_guard(self, ins, dims, mask, 0),
+    "gather": _indices,
+    "scatter": _indices,
+    "scatter_add": _indices,
+    "cholesky": _guard(0, lambda t: Lit(np.broadcast_to(np.eye(t.shape[-1], dtype=t.dtype.np),
+                                                        t.shape), t)),
 }
 
 
@@ -515,7 +508,7 @@ _CONTROL = {
     "custom_jvp": Batching.wrapped,
     "custom_vjp": Batching.wrapped,
     "check": Batching.check,
-    "debug_print": Batching.debug_print,
+    "debug_print": Batching.lanes,  # each live lane prints, lanes in order
     "stack_push": Batching.stack_push,
     "stack_pop": Batching.stack_pop,
     "stack_new": Batching.stack_new,

@@ -331,6 +331,19 @@ def test_lanes_a_branch_turns_off_read_nothing_out_of_bounds(backend):
          np.array([X[0][1], -1.0, X[0][2]]))
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_lanes_a_branch_turns_off_factorise_nothing_singular(backend):
+    def f(a, s):
+        if s > 0:
+            return np.linalg.cholesky(a)
+        return a
+
+    a = np.stack([np.stack([np.eye(3) * (k + 1)] * 2) for k in range(3)])
+    a[1] = -1.0  # not positive definite: its lane skips the factorisation
+    s = np.array([1.0, -1.0, 2.0])
+    same(jitted(pb.vmap(f), backend)(a, s), loop(f, a, s))
+
+
 def test_prints_are_per_live_lane(capfd):
     def f(x):
         if x > 1:
