@@ -33,17 +33,17 @@ static void *pb_scratch(void **slot, size_t *have, size_t n) {
 }
 
 #define PB_DEFINE_PACKED_GEMM(S, T, I)                                                    \
-    enum { PB_NR_##S = 2 * 64 / (int)sizeof(T) };                                         \
+    enum { PB_NR_##S = 2 * PB_VEC_BYTES / (int)sizeof(T) };                               \
     /* dst[p * ldd + j] = src[j * lds + p] for a square block of one vector's lanes: a    \
      * row of B's transpose per vector, by log2(lanes) rounds of two-vector shuffles,     \
      * each swapping the off-diagonal halves of the blocks of the round before */         \
     static inline __attribute__((always_inline)) void pb_transpose_##S(                   \
             const T *src, int64_t lds, T *dst, int64_t ldd) {                             \
-        typedef I pb_idx __attribute__((vector_size(64)));                                \
+        typedef I pb_idx __attribute__((vector_size(PB_VEC_BYTES)));                      \
         enum { L = PB_LANES_##S };                                                        \
         pb_vec_##S r[L];                                                                  \
         _Pragma("GCC unroll 16")                                                          \
-        for (int j = 0; j < L; j++) memcpy(&r[j], src + j * lds, 64);                     \
+        for (int j = 0; j < L; j++) memcpy(&r[j], src + j * lds, PB_VEC_BYTES);           \
         _Pragma("GCC unroll 4")                                                           \
         for (int h = L / 2; h >= 1; h /= 2) {                                             \
             pb_idx lo, hi;                                                                \
@@ -61,7 +61,7 @@ static void *pb_scratch(void **slot, size_t *have, size_t n) {
                 }                                                                         \
         }                                                                                 \
         _Pragma("GCC unroll 16")                                                          \
-        for (int p = 0; p < L; p++) memcpy(dst + p * ldd, &r[p], 64);                     \
+        for (int p = 0; p < L; p++) memcpy(dst + p * ldd, &r[p], PB_VEC_BYTES);           \
     }                                                                                     \
     static inline __attribute__((always_inline)) void pb_micro_##S(                       \
             int64_t kc, const T *ap, const T *bp, int64_t bs, T alpha, const T *cin,      \
@@ -170,14 +170,14 @@ static void *pb_scratch(void **slot, size_t *have, size_t n) {
     }                                                                                     \
     /* A C narrower than half a register tile (a classifier's ten outputs) as its         \
      * transpose, op(B)' op(A)', whose rows run along C's columns: the tile's rows are    \
-     * then what is wasted, not most of its columns */                                   \
+     * then what is wasted, not most of its columns */                                    \
     int pb_gemm_packed_##S(int64_t m, int64_t n, int64_t k, T alpha, const T *a, int ta,  \
                            const T *b, int tb, const T *cin, T *c) {                      \
         static _Thread_local void *t_buf;                                                 \
         static _Thread_local size_t t_have;                                               \
         if (n == 0 || 2 * n > PB_NR_##S || m < PB_NR_##S)                                 \
             return pb_gemm_blocked_##S(m, n, k, alpha, a, ta, b, tb, cin, c);             \
-        T *const ct = (T *)pb_scratch(&t_buf, &t_have, (size_t)(m * n) * sizeof(T));     \
+        T *const ct = (T *)pb_scratch(&t_buf, &t_have, (size_t)(m * n) * sizeof(T));      \
         if (!ct || pb_gemm_blocked_##S(n, m, k, alpha, b, !tb, a, !ta, NULL, ct)) return 1; \
         for (int64_t i = 0; i < m; i++)                                                   \
             for (int64_t j = 0; j < n; j++)                                               \
