@@ -30,6 +30,8 @@ from .errors import (
 from .ir.types import bool_, float32, float64, int32, int64
 from .tree import (
     TreeDef,
+    field,
+    frozen_leaves,
     register_pytree,
     tree_flatten,
     tree_leaves,
@@ -41,8 +43,9 @@ from .tree import (
 __all__ = [
     "CompileError", "ConcretizationError", "InternalError", "ShapeError", "TreeDef",
     "UnsupportedError",
-    "bool_", "checkpoint", "checkpoint_loops", "custom_jvp", "custom_vjp", "float32",
-    "float64", "grad", "hessian", "int32", "int64", "jacfwd", "jacrev", "jit", "jvp",
+    "bool_", "checkpoint", "checkpoint_loops", "custom_jvp", "custom_vjp", "field",
+    "float32", "float64", "frozen_leaves", "grad", "hessian", "int32", "int64", "jacfwd",
+    "jacrev", "jit", "jvp",
     "make_ir", "register_pytree", "stop_gradient", "tree_flatten", "tree_leaves", "tree_map",
     "tree_structure", "tree_unflatten", "value_and_grad", "vjp", "vmap",
 ]

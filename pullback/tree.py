@@ -19,6 +19,8 @@ from typing import Any
 
 __all__ = [
     "TreeDef",
+    "field",
+    "frozen_leaves",
     "register_pytree",
     "tree_flatten",
     "tree_leaves",
@@ -34,15 +36,18 @@ IsLeaf = Callable[[Any], bool] | None
 
 
 class _Kind:
-    """How one container class flattens, rebuilds and prints; compared by identity."""
+    """How one container class flattens, rebuilds and prints; compared by identity.
+    ``frozen``: per child, whether it is marked ``field(frozen=True)`` (empty: none is)."""
 
-    __slots__ = ("cls", "flatten", "unflatten", "show")
+    __slots__ = ("cls", "flatten", "unflatten", "show", "frozen")
 
-    def __init__(self, cls: type, flatten: Flatten, unflatten: Unflatten, show: Show):
+    def __init__(self, cls: type, flatten: Flatten, unflatten: Unflatten, show: Show,
+                 frozen: tuple[bool, ...] = ()):
         self.cls = cls
         self.flatten = flatten
         self.unflatten = unflatten
         self.show = show
+        self.frozen = frozen
 
 
 class _DictKeys:
@@ -129,6 +134,14 @@ class TreeDef:
         children = [next(leaves) if c._kind is None else c._build(leaves) for c in self._children]
         return self._kind.unflatten(self._aux, tuple(children))
 
+    def frozen(self) -> tuple[bool, ...]:
+        """Per leaf, whether it lies under a dataclass field marked ``field(frozen=True)``."""
+        if self._kind is None:
+            return (False,)
+        marks = self._kind.frozen or (False,) * len(self._children)
+        return tuple(flag or m for c, m in zip(self._children, marks, strict=True)
+                     for flag in c.frozen())
+
 
 _LEAF = TreeDef(None, None, (), 1)
 
@@ -192,17 +205,59 @@ def _namedtuple_kind(cls: type) -> _Kind:
     return _Kind(cls, _own_children, lambda aux, ch: cls._make(ch), _show_fields(cls, cls._fields))
 
 
+def field(*, static: bool = False, frozen: bool = False, **kwargs: Any) -> Any:
+    """A dataclass field with pullback's marks (``dataclasses.field``'s keywords pass on).
+
+    ``static=True``: the value is configuration (a stride, an activation function, a flag),
+    part of the tree's structure rather than a leaf: compiled code specialises on it, and
+    gradients, ``tree_map`` and optimisers never see it; it must be hashable.
+    ``frozen=True``: the value stays a run-time leaf, but ``grad`` does not differentiate
+    with respect to it (its gradient is None, as an integer leaf's is), so optimisers leave
+    it as it is.
+    """
+    if static and frozen:
+        raise ValueError("field: a field is either static (structure) or frozen (a leaf "
+                         "without gradient), not both")
+    metadata = dict(kwargs.pop("metadata", None) or {})
+    metadata["pullback"] = "static" if static else "frozen" if frozen else "leaf"
+    return dataclasses.field(metadata=metadata, **kwargs)
+
+
+def _mark(f: dataclasses.Field) -> str:
+    return f.metadata.get("pullback", "leaf")
+
+
 def _dataclass_kind(cls: type) -> _Kind:
-    """Fields passed to ``__init__`` are the children; the constructor rebuilds it."""
-    names = tuple(f.name for f in dataclasses.fields(cls) if f.init)
+    """Fields passed to ``__init__`` are the children, except those marked static, which
+    are the aux data; the constructor rebuilds it."""
+    fields = [f for f in dataclasses.fields(cls) if f.init]
+    names = tuple(f.name for f in fields if _mark(f) != "static")
+    statics = tuple(f.name for f in fields if _mark(f) == "static")
+    frozen = tuple(_mark(f) == "frozen" for f in fields if _mark(f) != "static")
 
-    def flatten(obj: Any) -> tuple[list, None]:
-        return [getattr(obj, n) for n in names], None
+    def flatten(obj: Any) -> tuple[list, tuple]:
+        aux = tuple(getattr(obj, n) for n in statics)
+        try:
+            hash(aux)
+        except TypeError:
+            raise TypeError(f"{cls.__qualname__}: a field marked static must hold a hashable "
+                            f"value (static fields are part of compile-cache keys), got "
+                            f"{dict(zip(statics, aux, strict=True))!r}") from None
+        return [getattr(obj, n) for n in names], aux
 
-    def unflatten(aux: None, children: tuple) -> Any:
-        return cls(**dict(zip(names, children, strict=True)))
+    def unflatten(aux: tuple, children: tuple) -> Any:
+        return cls(**dict(zip(names, children, strict=True)),
+                   **dict(zip(statics, aux, strict=True)))
 
-    return _Kind(cls, flatten, unflatten, _show_fields(cls, names))
+    def show(aux: tuple, children: list[str]) -> str:
+        return _show_fields(cls, names + statics)(aux, [*children, *map(repr, aux)])
+
+    return _Kind(cls, flatten, unflatten, show, frozen if any(frozen) else ())
+
+
+def frozen_leaves(tree: Any) -> list[bool]:
+    """Per leaf of ``tree``, whether it is frozen (see ``field``)."""
+    return list(tree_structure(tree).frozen())
 
 
 def _is_namedtuple(cls: type) -> bool:

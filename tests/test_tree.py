@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import pullback as pb
 from pullback.tree import (
     register_pytree,
     tree_flatten,
@@ -429,3 +430,77 @@ def test_property_structure_is_a_stable_key(tree):
 def test_property_tree_map_identity(tree):
     assert same(tree_map(lambda x: x, tree), tree)
     assert same(tree_map(lambda x, y: x, tree, copy.deepcopy(tree)), tree)
+
+
+# --- marked dataclass fields: static configuration and frozen leaves ------------------
+
+
+@dataclasses.dataclass
+class _Layer:
+    w: np.ndarray
+    table: np.ndarray = pb.field(frozen=True)
+    stride: int = pb.field(static=True, default=2)
+    act: object = pb.field(static=True, default=np.tanh)
+
+
+def _layer(stride=2):
+    return _Layer(np.arange(6.0).reshape(2, 3) / 10, np.array([0.5, -0.25, 1.0]), stride)
+
+
+def test_static_fields_are_structure_and_frozen_fields_are_leaves():
+    layer = _layer()
+    leaves, tree = tree_flatten(layer)
+    assert len(leaves) == 2 and leaves[0] is layer.w and leaves[1] is layer.table
+    assert repr(tree) == "PyTreeDef(_Layer(w=*, table=*, stride=2, act=<ufunc 'tanh'>))"
+    assert tree != tree_structure(_layer(stride=3))  # a different specialisation
+    again = tree_unflatten(tree, leaves)
+    assert again.stride == 2 and again.act is np.tanh
+    assert pb.frozen_leaves(layer) == [False, True]
+    assert pb.frozen_leaves({"a": layer, "b": [1.0]}) == [False, True, False]
+
+
+def test_static_field_must_be_hashable_and_not_frozen():
+    with pytest.raises(TypeError, match="static must hold a hashable"):
+        tree_flatten(_Layer(np.ones(2), np.ones(2), act=[1]))
+    with pytest.raises(ValueError, match="not both"):
+        pb.field(static=True, frozen=True)
+
+
+def _apply(layer, x):
+    return np.sum(layer.act(x @ layer.w + layer.table) ** layer.stride)
+
+
+@pytest.mark.parametrize("how", ["grad", "jit(grad)", "grad(jit)"])
+def test_grad_leaves_frozen_fields_alone(how):
+    x = np.linspace(-1, 1, 8).reshape(4, 2)
+    f = {"grad": pb.grad(_apply), "jit(grad)": pb.jit(pb.grad(_apply)),
+         "grad(jit)": pb.grad(pb.jit(_apply))}[how]
+    g = f(_layer(), x)
+    assert g.table is None and g.stride == 2 and g.act is np.tanh
+    eps, layer = 1e-6, _layer()
+    for i, j in [(0, 0), (1, 2)]:
+        up, down = _layer(), _layer()
+        up.w[i, j] += eps
+        down.w[i, j] -= eps
+        fd = (_apply(up, x) - _apply(down, x)) / (2 * eps)
+        np.testing.assert_allclose(g.w[i, j], fd, rtol=1e-6)
+    assert np.array_equal(layer.table, _layer().table)
+
+
+def test_grad_of_only_frozen_values_is_refused():
+    @dataclasses.dataclass
+    class Frozen:
+        t: np.ndarray = pb.field(frozen=True)
+
+    with pytest.raises(pb.CompileError, match="frozen"):
+        pb.grad(lambda m: np.sum(m.t))(Frozen(np.ones(3)))
+
+
+def test_tree_functions_inside_compiled_code():
+    def scaled(layer, s):
+        doubled = pb.tree_map(lambda a, b: a * s + b, layer, layer)
+        return doubled, pb.tree_leaves(layer)[0].sum(), pb.frozen_leaves(layer)
+
+    out, total, frozen = pb.jit(scaled)(_layer(), 3.0)
+    np.testing.assert_array_equal(out.w, _layer().w * 4)
+    assert out.stride == 2 and total == pytest.approx(_layer().w.sum()) and frozen == [False, True]

@@ -135,12 +135,14 @@ class Args:
                     "floating-point arrays and floats",
                     hint="pass a float (1.0, np.float64(1)) or a float array, or leave it out "
                     "of argnums")
-            floats = [q for x, q in zip(leaves, self.positions[k], strict=True)
-                      if q is not None and x.type.dtype.is_float]
+            frozen = self.sub.arg_trees[k].frozen()
+            floats = [q for x, q, f in zip(leaves, self.positions[k], frozen, strict=True)
+                      if q is not None and x.type.dtype.is_float and not f]
             if not floats:
                 types = ", ".join(str(x.type) for x in leaves if isinstance(x, Ref))
                 raise CompileError(
-                    f"{who}: argument {k} holds only integer or boolean values ({types}); "
+                    f"{who}: argument {k} holds only integer, boolean or frozen values "
+                    f"({types}); "
                     "derivatives are taken with respect to floating-point values",
                     hint="convert it with .astype(np.float64), or leave it out of argnums")
             for q in floats:
@@ -158,10 +160,12 @@ class Args:
         """The cotangents ``cts`` of the operands in the structure of the ``nums``
         arguments (zeros where none came back); one tree if ``single``."""
         def leaf(q: int, x: Ref) -> Any:
-            if not x.type.dtype.is_float:
+            if not x.type.dtype.is_float or q in frozen:
                 return None
             ct = cts[q]
             return Ref(fit(ct, x.type) if ct is not None else zeros(x.type), x.kind)
 
+        frozen = {q for k in nums for q, f in zip(self.positions[k], self.sub.arg_trees[k].frozen(),
+                                                  strict=True) if f and q is not None}
         trees = tuple(self.tree(k, leaf) for k in nums)
         return trees[0] if single else trees

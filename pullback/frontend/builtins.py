@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import tree as T
 from ..errors import ConcretizationError, UnsupportedError, users_call
 from ..ir.builder import current
 from ..ir.core import Lit
@@ -189,6 +190,34 @@ def _filter(st: Staging, fn, it):
     return st.new(out)
 
 
+def _tree_map(st: Staging, fn, tree, *rest, is_leaf=None):
+    """``tree_map`` whose function (and ``is_leaf``) are staged at each leaf; the
+    structure is compile-time, so the map is unrolled."""
+    def leaf_test(x: Any) -> bool:
+        t = st.truth(st.call(is_leaf, [x], {}))
+        if not isinstance(t, bool):
+            raise ConcretizationError("tree_map: is_leaf must decide from structure, not "
+                                      "from run-time values")
+        return t
+
+    test = None if is_leaf is None else leaf_test
+    leaves, treedef = T.tree_flatten(tree, test)
+    columns = [leaves]
+    for i, other in enumerate(rest, 1):
+        other_leaves, other_def = T.tree_flatten(other, test)
+        if other_def != treedef:
+            raise ValueError(f"tree_map: tree {i} has structure {other_def!r} but tree 0 has "
+                             f"structure {treedef!r}")
+        columns.append(other_leaves)
+    mapped = [st.call(fn, list(xs), {}) for xs in zip(*columns, strict=True)]
+    return st.new(treedef.unflatten(mapped))
+
+
+def _natively(fn):
+    """A pytree function that only moves leaves around: run as it is, cells and all."""
+    return lambda st, *args, **kwargs: fn(*args, **kwargs)
+
+
 def _getattr(st: Staging, obj, name, *default):
     try:
         return st.getattr(obj, name)
@@ -228,4 +257,7 @@ BUILTINS = {
                                                             "method explicitly"),
     id: _refuse("id", "arrays have no identity at compile time"),
     hash: _refuse("hash", "arrays are unhashable"),
+    T.tree_map: _tree_map,
+    **{f: _natively(f) for f in (T.tree_flatten, T.tree_unflatten, T.tree_leaves,
+                                 T.tree_structure, T.frozen_leaves)},
 }
