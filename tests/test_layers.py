@@ -41,7 +41,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("derivatives",),
     ("random",),
     ("batching",),
-    ("nn", "optim"),
+    ("nn", "optim", "train"),
     ("__init__",),
 )
 
