@@ -1,0 +1,104 @@
+"""Multi-head scaled dot-product attention, as ``torch.nn.MultiheadAttention`` computes it
+(batch first, no dropout), with the projections stored ``[in, out]`` as ``Linear`` keeps
+them: torch's ``in_proj_weight`` is ``concat(wq.T, wk.T, wv.T)``, ``out_proj.weight`` is
+``wo.T``."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+from .. import random as prandom
+from ..tree import field
+
+__all__ = ["MultiheadAttention"]
+
+
+@dataclasses.dataclass
+class MultiheadAttention:
+    """Query, key, value and output projections ``[D, D]`` with biases ``[D]`` (or None);
+    ``num_heads`` splits ``D`` into heads of ``D // num_heads``."""
+
+    wq: Any
+    wk: Any
+    wv: Any
+    wo: Any
+    bq: Any
+    bk: Any
+    bv: Any
+    bo: Any
+    num_heads: int = field(static=True, default=1)
+
+    @classmethod
+    def init(cls, key: Any, dim: int, num_heads: int, *, bias: bool = True,
+             dtype: Any = np.float32) -> MultiheadAttention:
+        """torch's initialisation: the packed input projection ``[3D, D]`` Glorot-uniform,
+        the output projection U(-1/sqrt(D), 1/sqrt(D)), biases zero."""
+        if dim % num_heads:
+            raise ValueError(f"MultiheadAttention: dim {dim} is not a multiple of "
+                             f"num_heads {num_heads}")
+        k_q, k_k, k_v, k_o = prandom.split(key, 4)
+        in_bound = np.sqrt(6.0 / (dim + 3 * dim))
+        out_bound = 1.0 / np.sqrt(dim)
+
+        def draw(k: Any, bound: float) -> np.ndarray:
+            return prandom.uniform(k, (dim, dim), dtype, -bound, bound)
+
+        def zero() -> np.ndarray | None:
+            return np.zeros(dim, dtype) if bias else None
+
+        return cls(draw(k_q, in_bound), draw(k_k, in_bound), draw(k_v, in_bound),
+                   draw(k_o, out_bound), zero(), zero(), zero(), zero(), num_heads)
+
+    def __call__(self, query: Any, key: Any = None, value: Any = None, *,
+                 mask: Any = None, causal: bool = False) -> Any:
+        """Attend from ``query [B, T, D]`` to ``key`` and ``value [B, S, D]`` (self-
+        attention when they are left out; ``value`` defaults to ``key``).  ``mask``: bool
+        ``[T, S]`` or ``[B, T, S]``, True where a query may attend; ``causal=True`` also
+        hides later positions (query ``t`` sees keys ``0..t``).  A query that may attend
+        nowhere gives NaN, as in torch."""
+        key = query if key is None else key
+        value = key if value is None else value
+        q = self._heads(_project(query, self.wq, self.bq))
+        k = self._heads(_project(key, self.wk, self.bk))
+        v = self._heads(_project(value, self.wv, self.bv))
+        scores = (q @ np.swapaxes(k, -1, -2)) / np.sqrt(q.shape[-1])
+        allowed = _allowed(mask, causal, scores.shape[-2], scores.shape[-1])
+        if allowed is not None:
+            scores = np.where(allowed, scores, -np.inf)
+        context = _softmax(scores) @ v
+        batch, heads, steps, width = context.shape
+        merged = np.transpose(context, (0, 2, 1, 3)).reshape(batch, steps, heads * width)
+        return _project(merged, self.wo, self.bo)
+
+    def _heads(self, x: Any) -> Any:
+        """``[B, T, D] -> [B, heads, T, D / heads]``."""
+        batch, steps, dim = x.shape
+        split = x.reshape(batch, steps, self.num_heads, dim // self.num_heads)
+        return np.transpose(split, (0, 2, 1, 3))
+
+
+def _project(x: Any, w: Any, b: Any) -> Any:
+    y = x @ w
+    return y if b is None else y + b
+
+
+def _allowed(mask: Any, causal: bool, steps: int, sources: int) -> Any:
+    """Where queries may attend, broadcastable to ``[B, heads, T, S]``, or None (all)."""
+    allowed = None
+    if mask is not None:
+        mask = np.asarray(mask)
+        allowed = mask if mask.ndim == 2 else mask[:, None]
+    if causal:
+        lower = np.tril(np.ones((steps, sources), bool))
+        allowed = lower if allowed is None else allowed & lower
+    return allowed
+
+
+def _softmax(x: Any) -> Any:
+    """Softmax over the last axis with the row maximum subtracted (so exp never
+    overflows)."""
+    e = np.exp(x - np.max(x, axis=-1, keepdims=True))
+    return e / np.sum(e, axis=-1, keepdims=True)

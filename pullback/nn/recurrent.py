@@ -1,0 +1,179 @@
+"""Recurrent cells and the layers that run them over a sequence.
+
+The weights follow torch's layout transposed to ``[in, out]`` (as ``Linear`` keeps them):
+``w_ih [input, G*H]``, ``w_hh [H, G*H]``, biases ``[G*H]``, the ``G`` gates side by side
+in torch's order (LSTM i, f, g, o; GRU r, z, n), so a torch checkpoint loads by
+transposing.  Each step is one fused product per weight; the gates are slices of it.
+
+A sequence layer is a Python ``for`` loop over the time axis: eagerly it runs as written,
+and staged it is unrolled (the sequence length is part of the shape), so a compiled
+forward pass and its gradient are straight-line code.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, ClassVar
+
+import numpy as np
+
+from .. import random as prandom
+
+__all__ = ["GRU", "GRUCell", "LSTM", "LSTMCell", "RNN", "RNNCell"]
+
+
+@dataclasses.dataclass
+class _Cell:
+    """The parameters every cell has; subclasses say how many gates and how a step runs."""
+
+    w_ih: Any
+    w_hh: Any
+    b_ih: Any
+    b_hh: Any
+
+    gates: ClassVar[int]
+
+    @classmethod
+    def init(cls, key: Any, input_size: int, hidden_size: int, *, bias: bool = True,
+             dtype: Any = np.float32) -> Any:
+        """torch's initialisation: every weight and bias U(-1/sqrt(H), 1/sqrt(H));
+        ``bias=False`` leaves both biases None."""
+        bound = 1.0 / np.sqrt(hidden_size)
+        width = cls.gates * hidden_size
+        k_ih, k_hh, k_bi, k_bh = prandom.split(key, 4)
+
+        def draw(k: Any, shape: tuple[int, ...]) -> np.ndarray:
+            return prandom.uniform(k, shape, dtype, -bound, bound)
+
+        return cls(draw(k_ih, (input_size, width)), draw(k_hh, (hidden_size, width)),
+                   draw(k_bi, (width,)) if bias else None,
+                   draw(k_bh, (width,)) if bias else None)
+
+    @property
+    def hidden_size(self) -> int:
+        return self.w_hh.shape[0]
+
+    def _input_part(self, x: Any) -> Any:
+        """``x @ w_ih + b_ih``: every gate's pre-activation from the input."""
+        y = x @ self.w_ih
+        return y if self.b_ih is None else y + self.b_ih
+
+    def _hidden_part(self, h: Any) -> Any:
+        """``h @ w_hh + b_hh``: every gate's pre-activation from the hidden state."""
+        y = h @ self.w_hh
+        return y if self.b_hh is None else y + self.b_hh
+
+    def _zeros(self, batch: int) -> Any:
+        return np.zeros((batch, self.hidden_size), self.w_hh.dtype)
+
+    def initial_state(self, batch: int) -> Any:
+        """The zero state for ``batch`` sequences."""
+        return self._zeros(batch)
+
+    @staticmethod
+    def output(state: Any) -> Any:
+        """The part of the state a layer emits at each step (the hidden state)."""
+        return state
+
+
+@dataclasses.dataclass
+class RNNCell(_Cell):
+    """Elman cell: ``h' = tanh(x @ w_ih + b_ih + h @ w_hh + b_hh)``."""
+
+    gates: ClassVar[int] = 1
+
+    def __call__(self, x: Any, h: Any) -> Any:
+        return np.tanh(self._input_part(x) + self._hidden_part(h))
+
+
+@dataclasses.dataclass
+class LSTMCell(_Cell):
+    """Long short-term memory; the state is the pair ``(h, c)``."""
+
+    gates: ClassVar[int] = 4
+
+    def initial_state(self, batch: int) -> tuple[Any, Any]:
+        return self._zeros(batch), self._zeros(batch)
+
+    @staticmethod
+    def output(state: tuple[Any, Any]) -> Any:
+        return state[0]
+
+    def __call__(self, x: Any, state: tuple[Any, Any]) -> tuple[Any, Any]:
+        h, c = state
+        n = self.hidden_size
+        z = self._input_part(x) + self._hidden_part(h)
+        i = _sigmoid(z[:, :n])
+        f = _sigmoid(z[:, n:2 * n])
+        g = np.tanh(z[:, 2 * n:3 * n])
+        o = _sigmoid(z[:, 3 * n:])
+        c = f * c + i * g
+        return o * np.tanh(c), c
+
+
+@dataclasses.dataclass
+class GRUCell(_Cell):
+    """Gated recurrent unit, as torch has it: the reset gate scales the hidden part of
+    the candidate after its bias, ``n = tanh(x W_in + b_in + r * (h W_hn + b_hn))``, so
+    the input and hidden products stay apart for the last third of the gates."""
+
+    gates: ClassVar[int] = 3
+
+    def __call__(self, x: Any, h: Any) -> Any:
+        n = self.hidden_size
+        gi = self._input_part(x)
+        gh = self._hidden_part(h)
+        rz = _sigmoid(gi[:, :2 * n] + gh[:, :2 * n])
+        r, z = rz[:, :n], rz[:, n:]
+        candidate = np.tanh(gi[:, 2 * n:] + r * gh[:, 2 * n:])
+        return (1 - z) * candidate + z * h
+
+
+def _sigmoid(x: Any) -> Any:
+    """The logistic function by tanh, which neither overflows nor loses precision."""
+    return 0.5 * (np.tanh(0.5 * x) + 1)
+
+
+@dataclasses.dataclass
+class _Sequence:
+    """A cell run over the time axis of batch-first inputs ``[B, T, F]``."""
+
+    cell: Any
+
+    cell_type: ClassVar[type]
+
+    @classmethod
+    def init(cls, key: Any, input_size: int, hidden_size: int, *, bias: bool = True,
+             dtype: Any = np.float32) -> Any:
+        return cls(cls.cell_type.init(key, input_size, hidden_size, bias=bias, dtype=dtype))
+
+    def __call__(self, xs: Any, state: Any = None) -> tuple[Any, Any]:
+        """``ys [B, T, H], last_state``; ``state`` defaults to the cell's zero state."""
+        if state is None:
+            state = self.cell.initial_state(xs.shape[0])
+        ys = []
+        for t in range(xs.shape[1]):
+            state = self.cell(xs[:, t], state)
+            ys.append(self.cell.output(state))
+        return np.stack(ys, axis=1), state
+
+
+@dataclasses.dataclass
+class RNN(_Sequence):
+    """An ``RNNCell`` over a sequence; the last state is ``h [B, H]``."""
+
+    cell_type: ClassVar[type] = RNNCell
+
+
+@dataclasses.dataclass
+class LSTM(_Sequence):
+    """An ``LSTMCell`` over a sequence; the last state is ``(h, c)``."""
+
+    cell_type: ClassVar[type] = LSTMCell
+
+
+@dataclasses.dataclass
+class GRU(_Sequence):
+    """A ``GRUCell`` over a sequence; the last state is ``h [B, H]``."""
+
+    cell_type: ClassVar[type] = GRUCell
