@@ -71,7 +71,7 @@ def _init_fields(cls: type) -> dict[str, bool]:
 
 def _encode(value: Any) -> Any:
     """JSON for a Python scalar or a tuple of them (floats by their bits: NaN payloads and
-    the sign of zero survive); None when ``value`` has no JSON form."""
+    the sign of zero survive); ``_ABSENT`` when ``value`` has no JSON form."""
     cls = type(value)
     if value is None or cls in (bool, int, str):
         return value
@@ -79,9 +79,8 @@ def _encode(value: Any) -> Any:
         return {"float": struct.pack("<d", value).hex()}
     if cls is tuple:
         items = [_encode(v) for v in value]
-        valid = all(i is not None or v is None for i, v in zip(items, value, strict=True))
-        return {"tuple": items} if valid else None
-    return None
+        return _ABSENT if any(i is _ABSENT for i in items) else {"tuple": items}
+    return _ABSENT
 
 
 def _decode(data: Any) -> Any:
@@ -123,7 +122,7 @@ def _describe(obj: Any, path: str, arrays: list[np.ndarray]) -> dict:
                 fields[name] = _describe(value, f"{path}.{name}", arrays)
                 continue
             static[name] = _encode(value)
-            if static[name] is None and value is not None:
+            if static[name] is _ABSENT:
                 raise TypeError(f"pb.train.save: the static field {path}.{name} holds "
                                 f"{value!r}; a file stores static fields as int, float, str, "
                                 f"bool, None or tuples of those")
@@ -178,6 +177,10 @@ def _import(name: str, path: str) -> type:
     return found
 
 
+def _a(kind: str) -> str:
+    return f"an {kind}" if kind[0] in "aeiou" else f"a {kind}"
+
+
 def _differs(path: str, what: str) -> ValueError:
     return ValueError(f"pb.train.load: the file differs from like= at {path}: {what}")
 
@@ -192,7 +195,7 @@ class _Reader:
     def build(self, node: dict, like: Any, path: str) -> Any:
         kind = node["kind"]
         if like is not _ABSENT and _kind(like, path) != kind:
-            raise _differs(path, f"the file has a {kind}, like= a {_kind(like, path)}")
+            raise _differs(path, f"the file has {_a(kind)}, like= {_a(_kind(like, path))}")
         return getattr(self, f"_{kind}")(node, like, path)
 
     def _children(self, nodes: list, likes: list | None, path: str, names: list) -> list:
@@ -260,8 +263,8 @@ class _Reader:
             raise ValueError(f"pb.train.load: {path} was saved with the static fields "
                              f"{sorted(static)} of {node['class']}, which now has "
                              f"{sorted(n for n, s in marks.items() if s)}")
-        for name, value in static.items():
-            if like is not _ABSENT and getattr(like, name) != value:
+        for name, value in static.items():  # compared by their encodings: bit for bit
+            if like is not _ABSENT and _encode(getattr(like, name)) != node["static"][name]:
                 raise _differs(f"{path}.{name}", f"the file has the static value {value!r}, "
                                                  f"like= {getattr(like, name)!r}")
         children = self._fields(node, like, path, [n for n, s in marks.items() if not s])

@@ -4,7 +4,6 @@ seconds, and one line with the totals at the end)."""
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 import time
 from types import TracebackType
@@ -21,6 +20,19 @@ def _show(value: Any) -> str:
     return str(value)
 
 
+def _tqdm(wanted: bool | None) -> Any:
+    """tqdm's bar class when ``wanted`` (None: if it can be imported), else None."""
+    if wanted is False:
+        return None
+    try:
+        from tqdm.auto import tqdm  # an optional dependency
+    except ImportError:
+        if wanted:
+            raise
+        return None
+    return tqdm
+
+
 class Progress:
     """Examples per second and the latest metrics of a loop; a context manager.
 
@@ -33,8 +45,6 @@ class Progress:
     def __init__(self, total: int | None = None, *, desc: str = "", unit: str = "ex",
                  tqdm: bool | None = None, file: TextIO | None = None,
                  interval: float = 0.5):
-        if tqdm is None:
-            tqdm = importlib.util.find_spec("tqdm") is not None
         self.total = total
         self.desc = desc
         self.unit = unit
@@ -42,11 +52,9 @@ class Progress:
         self.interval = interval
         self.count = 0
         self.metrics: dict[str, Any] = {}
-        self._bar = None
-        if tqdm:
-            from tqdm.auto import tqdm as bar  # an optional dependency
-            self._bar = bar(total=total, desc=desc or None, unit=unit, file=self.file,
-                            unit_scale=True, dynamic_ncols=True)
+        bar = _tqdm(tqdm)
+        self._bar = None if bar is None else bar(
+            total=total, desc=desc or None, unit=unit, file=self.file, dynamic_ncols=True)
         self._start = time.monotonic()
         self._last = self._start
         self._closed = False
@@ -79,12 +87,11 @@ class Progress:
     def _print(self, now: float, final: bool = False) -> None:
         elapsed = now - self._start
         rate = self.count / elapsed if elapsed > 0 else float("nan")
+        speed = f"{rate:.0f}" if rate >= 100 else f"{rate:.3g}"
         done = f"{self.count}" if self.total is None else f"{self.count}/{self.total}"
-        parts = [f"{self.desc}:" if self.desc else "", f"{done} {self.unit}",
-                 f"{rate:.4g} {self.unit}/s"]
-        if final:
-            parts.append(f"in {elapsed:.2f} s")
-        parts += [f"{k}={_show(v)}" for k, v in self.metrics.items()]
+        parts = [f"{self.desc}:" if self.desc else "", "done" if final else "",
+                 f"{done} {self.unit}", f"in {elapsed:.2f} s" if final else "",
+                 f"{speed} {self.unit}/s", *(f"{k}={_show(v)}" for k, v in self.metrics.items())]
         print(" ".join(p for p in parts if p), file=self.file, flush=True)
 
     def __enter__(self) -> Progress:
