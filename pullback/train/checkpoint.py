@@ -27,6 +27,7 @@ _VERSION = 1
 _PYTHON_SCALARS = (bool, int, float, str)
 _LEAF = tree_structure(0)
 _ABSENT = object()
+_SAME_LEAF = {"numpy_scalar": "array"}  # kinds that like= accepts for each other
 
 
 # --- what each node is ----------------------------------------------------------------
@@ -194,8 +195,12 @@ class _Reader:
 
     def build(self, node: dict, like: Any, path: str) -> Any:
         kind = node["kind"]
-        if like is not _ABSENT and _kind(like, path) != kind:
-            raise _differs(path, f"the file has {_a(kind)}, like= {_a(_kind(like, path))}")
+        if like is not _ABSENT:
+            # a NumPy scalar and a 0-d array are the same leaf to compiled code (which
+            # returns the former for the latter): their dtypes and shapes are compared
+            ours, theirs = (_SAME_LEAF.get(k, k) for k in (kind, _kind(like, path)))
+            if ours != theirs:
+                raise _differs(path, f"the file has {_a(ours)}, like= {_a(theirs)}")
         return getattr(self, f"_{kind}")(node, like, path)
 
     def _children(self, nodes: list, likes: list | None, path: str, names: list) -> list:
