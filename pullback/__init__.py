@@ -2,8 +2,8 @@
 
 __version__ = "0.1.0"  # the one place it is written: pyproject.toml reads it from here
 
-from . import ops as _ops  # noqa: F401  (registers the primitives)
 from . import nn as nn  # pb.nn: layers, initialisers, losses as pytrees
+from . import ops as _ops  # noqa: F401  (registers the primitives)
 from . import optim as optim  # pb.optim: optimisers as pure functions of pytrees
 from . import random as random  # pb.random: key-based random numbers, compiled or not
 from . import train as train  # pb.train: batches, progress, metrics, save/load

@@ -284,6 +284,25 @@ def test_conv_two_and_three_spatial_dims():
     check(cases)
 
 
+def test_large_convs_are_window_matrices_times_kernels():
+    """Convs with enough work are one product of a window matrix (zeros on padding and
+    between dilated elements) and the kernel: strides, negative and positive padding,
+    both dilations, 1-3 spatial dims, a window larger than the output (the conv of a
+    kernel's gradient)."""
+    cases = [
+        _conv_case((4, 8, 20), (16, 8, 5), np.float64, 0, (2,), ((2, -1),), (2,), (1,)),
+        _conv_case((6, 8, 9, 9), (16, 8, 3, 3), np.float32, 1, (1, 1), ((1, 1), (1, 1))),
+        _conv_case((3, 6, 10, 7), (12, 6, 3, 2), np.float64, 2, (2, 1), ((0, 1), (2, -1)),
+                   (1, 2), (2, 1)),
+        _conv_case((16, 4, 9, 9), (12, 4, 8, 8), np.float64, 3, (1, 1), ((1, 0), (0, 1))),
+        _conv_case((2, 4, 6, 5, 6), (8, 4, 3, 2, 3), np.float32, 4, (1, 2, 1),
+                   ((1, 1), (0, 1), (-1, 2)), (1, 1, 2), (2, 1, 1)),
+    ]
+    func, _, _ = cases_func(cases)
+    assert compile_func(func).source.count("gemm") >= len(cases)
+    check(cases)
+
+
 def test_conv_empty_sizes():
     """Empty batches, channels, output channels, inputs and results."""
     cases = [

@@ -58,14 +58,15 @@ from ..loops.ir import (
     strides,
 )
 from ..plan.module import ModulePlan
-from . import control, elementwise, indexing, layout, library, products, reductions
+from . import control, convolutions, elementwise, indexing, layout, library, products, reductions
 from .elementwise import lower_run
 from .handlers import HANDLERS
 from .sizes import allocation_error
 from .state import Buffers, Fused, KernelBody, OpenBlock, Owned
 
 #: The modules whose handlers fill ``HANDLERS`` as they are imported, one per op family.
-FAMILIES = (control, elementwise, layout, reductions, products, indexing, library)
+FAMILIES = (control, elementwise, layout, reductions, products, convolutions, indexing,
+            library)
 
 #: Kernels reading a fused broadcast run by rows when rows are at least this long (SIMD
 #: lanes to fill); shorter rows run flat, each axis index computed by division.

@@ -1,19 +1,16 @@
-"""Handlers of products: ``dot_general`` and ``conv``.
+"""Handlers of ``dot_general``.
 
 A ``dot_general`` that is a batch of row-major matrix products is one library call
 (``Gemm``: the runtime's inline kernel, or BLAS above the crossover), computing the
-product's epilogue (``plan.fusion.Epilogue``) as it stores; other products, and
-``conv``, are loop nests summing in double (float) or the dtype (integers).
+product's epilogue (``plan.fusion.Epilogue``) as it stores; other products are loop
+nests summing in double (float) or the dtype (integers).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from contextlib import ExitStack
 from typing import TYPE_CHECKING
 
 from ....ir.core import Atom, Eqn
-from ....ops.conv import dilated
 from ..loops.ir import (
     Bin,
     Cast,
@@ -22,10 +19,8 @@ from ..loops.ir import (
     Expr,
     Gemm,
     Int,
-    Load,
     Op,
     Set,
-    Skip,
     Sym,
     ctype,
     element_at,
@@ -139,65 +134,3 @@ def _gemm(lw: Lowering, eqn: Eqn, a: Atom, b: Atom, batch: int, m: int, n: int, 
     work_cap = GEMM_INLINE_MAX_WORK[not trans_b and n >= 2 * lanes]
     blas = dt.is_float and k > 0 and m * n * k > work_cap
     lw.add(Gemm(dt, batch, m, n, k, x, trans_a, y, trans_b, c, blas, alpha, addend))
-
-
-@handles("conv")
-def op_conv(lw: Lowering, eqn: Eqn) -> None:
-    """out[n, o, y] = sum over c, w of lhs'[n, c, y*stride + w*rhs_dilation] *
-    rhs[o, c, w], where lhs' is lhs dilated and padded: padded position t + lo is
-    dilated position t, an element of lhs when it is a multiple of lhs_dilation."""
-    (out,) = eqn.outputs
-    lhs, rhs = eqn.inputs
-    lp, rp = lw.buf(lhs), lw.buf(rhs)
-    dest = Sym(lw.define(out))
-    if out.type.size == 0:
-        return
-    dt = lhs.type.dtype
-    acc_t = "double" if dt.is_float else ctype(dt)
-
-    def body(oidx: list[Expr]) -> None:
-        acc = Sym(lw.fresh("a"))
-        lw.add(Decl(acc.name, acc_t, Int(0)))
-
-        def tap(at: list[Expr], ws: list[Expr]) -> None:
-            x = Load(lp, linear(lhs.type.shape, [oidx[0], *at]))
-            w = Load(rp, linear(rhs.type.shape, [oidx[1], *ws]))
-            if dt.is_bool:
-                lw.add(Set(acc, Bin("|", acc, Bin("&", x, w))))
-            else:
-                lw.add(Set(acc, Bin("+", acc, Bin("*", Cast(acc_t, x), w))))
-
-        _conv_taps(lw, eqn, oidx[2:], tap)
-        lw.add(Set(Load(dest, linear(out.type.shape, oidx)), Cast(ctype(dt), acc)))
-
-    lw.nd_loop(out.type.shape, body)
-
-
-def _conv_taps(lw: Lowering, eqn: Eqn, ys: list[Expr],
-               tap: Callable[[list[Expr], list[Expr]], None]) -> None:
-    """Loops over the channels and window positions of result position ``ys``,
-    skipping the positions that fall on padding or between dilated elements;
-    ``tap(lhs index, rhs index)`` (after the batch / output-channel index) adds the
-    innermost statements."""
-    lhs, rhs = eqn.inputs
-    p = eqn.params
-    c = lw.fresh("c")
-    at: list[Expr] = [Sym(c)]
-    ws: list[Expr] = [Sym(c)]
-    with ExitStack() as nest:
-        nest.enter_context(lw.loop(c, lhs.type.shape[1]))
-        for d, y in enumerate(ys):
-            w, t = lw.fresh("w"), lw.fresh("t")
-            lo, ld = p["padding"][d][0], p["lhs_dilation"][d]
-            nest.enter_context(lw.loop(w, rhs.type.shape[2 + d]))
-            tv = Sym(t)
-            lw.add(Decl(t, "int64_t", y * p["strides"][d] + Sym(w) * p["rhs_dilation"][d]
-                        - lo))
-            skip = Bin("||", Bin("<", tv, Int(0)),
-                       Bin(">=", tv, Int(dilated(lhs.type.shape[2 + d], ld))))
-            if ld > 1:
-                skip = Bin("||", skip, Bin("%", tv, Int(ld)))
-            lw.add(Skip(skip))
-            at.append(Bin("/", tv, Int(ld)) if ld > 1 else tv)
-            ws.append(Sym(w))
-        tap(at, ws)
