@@ -51,7 +51,7 @@ def _kind(obj: Any, path: str) -> str:
     if cls in _PYTHON_SCALARS:
         return "python"
     what = "leaf" if tree_structure(obj) == _LEAF else "pytree node (register_pytree)"
-    raise TypeError(f"pb.train.save: {path} is a {cls.__module__}.{cls.__qualname__} {what}, "
+    raise TypeError(f"pb.train: {path} is a {cls.__module__}.{cls.__qualname__} {what}, "
                     f"which a file cannot describe; leaves must be NumPy arrays or scalars or "
                     f"Python int/float/bool/str, containers tuples, lists, dicts, None, "
                     f"NamedTuples or dataclasses")
@@ -225,7 +225,7 @@ class _Reader:
         return self._sequence(node, like, path)
 
     def _dict(self, node: dict, like: Any, path: str) -> dict:
-        stored = {key: child for key, child in node["items"]}
+        stored = dict(node["items"])
         if like is _ABSENT:
             keys = list(stored)
         else:
@@ -306,14 +306,22 @@ def load(path: str | os.PathLike, like: Any = None) -> Any:
     """
     with np.load(os.fspath(path), allow_pickle=False) as archive:
         arrays = {name: archive[name] for name in archive.files}
+    return _Reader(arrays).build(_header(arrays, os.fspath(path)),
+                                 _ABSENT if like is None else like, "tree")
+
+
+def _header(arrays: dict[str, np.ndarray], path: str) -> dict:
+    """The JSON description of the tree (taken out of ``arrays``), once it is known to be
+    one that this version of ``save`` wrote."""
+    text = arrays.pop("tree", None)
     try:
-        header = json.loads(str(arrays.pop("tree")[()]))
-        if header["format"] != _FORMAT:
-            raise KeyError("format")
-    except (KeyError, ValueError) as error:
-        raise ValueError(f"pb.train.load: {os.fspath(path)} was not written by "
-                         f"pb.train.save") from error
-    if header["version"] != _VERSION:
-        raise ValueError(f"pb.train.load: {os.fspath(path)} has format version "
-                         f"{header['version']}; this pullback reads version {_VERSION}")
-    return _Reader(arrays).build(header["tree"], _ABSENT if like is None else like, "tree")
+        header = json.loads(str(text[()])) if text is not None and text.dtype.kind == "U" \
+            else None
+    except ValueError:
+        header = None
+    if not isinstance(header, dict) or header.get("format") != _FORMAT:
+        raise ValueError(f"pb.train.load: {path} was not written by pb.train.save")
+    if header.get("version") != _VERSION:
+        raise ValueError(f"pb.train.load: {path} has format version {header.get('version')}; "
+                         f"this pullback reads version {_VERSION}")
+    return header["tree"]

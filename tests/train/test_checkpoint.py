@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import struct
+import sys
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -233,10 +234,20 @@ def test_an_interrupted_save_leaves_the_old_file(tmp_path, monkeypatch):
     assert_identical(pb.train.load(path), [np.arange(4)])
 
 
-def test_load_refuses_other_archives(tmp_path):
-    np.savez(tmp_path / "plain.npz", x=np.ones(2))
-    with pytest.raises(ValueError, match="was not written by pb.train.save"):
-        pb.train.load(tmp_path / "plain.npz")
+@pytest.mark.parametrize("arrays", [{"x": np.ones(2)}, {"tree": np.ones(2)},
+                                    {"tree": np.array("{")}, {"tree": np.array("[1]")},
+                                    {"tree": np.array('{"format": "other"}')}])
+def test_load_refuses_other_archives(tmp_path, arrays):
+    np.savez(tmp_path / "other.npz", **arrays)
+    with pytest.raises(ValueError, match="other.npz was not written by pb.train.save"):
+        pb.train.load(tmp_path / "other.npz")
+
+
+def test_load_refuses_other_versions(tmp_path):
+    np.savez(tmp_path / "v.npz", tree=np.array('{"format": "pullback.train.save", '
+                                               '"version": 2, "tree": {"kind": "none"}}'))
+    with pytest.raises(ValueError, match="has format version 2; this pullback reads version 1"):
+        pb.train.load(tmp_path / "v.npz")
 
 
 def test_like_compares_static_values_bit_for_bit(tmp_path):
@@ -247,3 +258,24 @@ def test_like_compares_static_values_bit_for_bit(tmp_path):
     pb.train.save(tmp_path / "z.npz", dataclasses.replace(model().layers[0], eps=0.0))
     with pytest.raises(ValueError, match=r"eps: the file has the static value 0.0, like= -0.0"):
         pb.train.load(tmp_path / "z.npz", like=dataclasses.replace(model().layers[0], eps=-0.0))
+
+
+@pytest.mark.parametrize("fields, message", [
+    ({"weight": np.ndarray, "bias": Any, "gain": Any, "features": pb.field(static=True),
+      "name": pb.field(static=True), "eps": pb.field(static=True)},
+     r"tree\[0\] was saved with the fields \['weight', 'bias', 'scale'\] of "
+     r"tests.train.test_checkpoint:Dense, which now has \['weight', 'bias', 'gain'\]"),
+    ({"weight": np.ndarray, "bias": Any, "scale": Any, "features": Any, "name": Any,
+      "eps": Any},  # the static fields are now leaves
+     r"tree\[0\] was saved with the static fields \['eps', 'features', 'name'\] of "
+     r"tests.train.test_checkpoint:Dense, which now has \[\]"),
+])
+def test_load_notices_a_changed_class(tmp_path, monkeypatch, fields, message):
+    pb.train.save(tmp_path / "m.npz", [model().layers[0]])
+    changed = dataclasses.make_dataclass("Dense", [
+        (name, Any, spec) if isinstance(spec, dataclasses.Field) else (name, spec)
+        for name, spec in fields.items()])
+    changed.__qualname__ = "Dense"
+    monkeypatch.setattr(sys.modules[__name__], "Dense", changed)
+    with pytest.raises(ValueError, match=message):
+        pb.train.load(tmp_path / "m.npz")
