@@ -44,7 +44,7 @@ def _kind(obj: Any, path: str) -> str:
         return "namedtuple"
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         return "dataclass"
-    if isinstance(obj, np.ndarray):
+    if cls is np.ndarray:  # a subclass (a masked array) would come back as its base
         return "array"
     if isinstance(obj, np.generic):
         return "numpy_scalar"
