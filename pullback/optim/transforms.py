@@ -215,8 +215,8 @@ def scale_by_rss(initial_accumulator_value: float = 0.1,
 
     def update(updates: Updates, state: ScaleByRssState, params: Params = None):
         total = map_updates(lambda g, s: s + g * g, updates, state.sum_of_squares)
-        out = map_updates(lambda g, s: np.where(s > 0, g / np.sqrt(s + eps), 0.0),
-                          updates, total)
+        out = map_updates(lambda g, s: np.where(s > 0, g / np.sqrt(np.where(s > 0, s, 1.0) + eps),
+                                                0.0), updates, total)
         return out, ScaleByRssState(total)
 
     return GradientTransformation(
