@@ -202,7 +202,7 @@ REFUSED = [
                                              r"\(register_pytree\)"),
     ((np.ones(1), {1, 2}), r"tree\[1\] is a builtins.set leaf"),
     ([np.ma.masked_array([1.0, 2.0], [True, False])], r"tree\[0\] is a "
-                                                      r"numpy.ma.core.MaskedArray leaf"),
+                                                      r"numpy.ma.MaskedArray leaf"),
     ({(1, 2): np.ones(1)}, r"tree has the key \(1, 2\); dict keys must be str or int"),
     ([np.array([None, 1])], r"tree\[0\] is an array of Python objects"),
 ]
