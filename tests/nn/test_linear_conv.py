@@ -6,6 +6,9 @@ gradient on the C backend, compiled inside and outside the derivative."""
 from __future__ import annotations
 
 import dataclasses
+import re
+import runpy
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -17,6 +20,7 @@ from pullback.nn import functional as F
 
 from .test_losses import assert_grads_match
 
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "nn.md"
 RNG = np.random.default_rng(5)
 KEYS = pb.random.split(pb.random.key(7), 8)
 
@@ -285,3 +289,17 @@ def test_against_torch() -> None:
     linear = torch.nn.Linear(8, 3).double()
     ours = nn.Linear(linear.weight.detach().numpy().T, linear.bias.detach().numpy())
     np.testing.assert_allclose(ours(x[0, 0]), linear(t[0, 0]).detach().numpy(), rtol=1e-13)
+
+
+# -- docs/nn.md ------------------------------------------------------------------------------
+
+def test_the_docs_page_runs(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """Its code blocks, in order, as one script (pullback compiles from source files)."""
+    blocks = re.findall(r"```python\n(.*?)```", PAGE.read_text(), flags=re.DOTALL)
+    script = tmp_path / "nn_doc.py"
+    script.write_text("\n".join(blocks))
+    namespace = runpy.run_path(str(script))
+    out = capsys.readouterr().out.splitlines()
+    assert out[:4] == ["(16, 10)", "[(6, 3, 5, 5), (6,)]", "2 0", "None (16, 4)"]
+    assert namespace["model"].layers[0].weight.dtype == np.float32
+    assert namespace["y_eval"].shape == (16, 8, 4, 4)
