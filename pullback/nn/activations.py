@@ -30,14 +30,14 @@ def elu(x: Any, alpha: float = 1.0) -> Any:
     return np.where(x > 0, x, alpha * np.expm1(np.minimum(x, 0)))
 
 
-def erf(x: Any) -> Any:
+def _erf(x: Any) -> Any:
     """The error function of a float array, elementwise (the ``erf`` primitive; NumPy has
     none, and SciPy is optional)."""
     x = np.asarray(x)
     return E.erf.impl(x)
 
 
-@register(erf)
+@register(_erf)
 def _staged_erf(x: Any) -> Any:
     dt = typeof(x).dtype
     if not dt.is_float:
@@ -50,7 +50,7 @@ def gelu(x: Any, approximate: bool = True) -> Any:
     if approximate:
         inner = math.sqrt(2.0 / math.pi) * (x + 0.044715 * x * x * x)
         return 0.5 * x * (1.0 + np.tanh(inner))
-    return 0.5 * x * (1.0 + erf(x * (1.0 / math.sqrt(2.0))))
+    return 0.5 * x * (1.0 + _erf(x * (1.0 / math.sqrt(2.0))))
 
 
 def sigmoid(x: Any) -> Any:
