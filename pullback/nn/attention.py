@@ -12,6 +12,8 @@ import numpy as np
 
 from .. import random as prandom
 from ..tree import field
+from . import init as initialisers
+from .activations import softmax
 
 __all__ = ["MultiheadAttention"]
 
@@ -40,17 +42,12 @@ class MultiheadAttention:
             raise ValueError(f"MultiheadAttention: dim {dim} is not a multiple of "
                              f"num_heads {num_heads}")
         k_q, k_k, k_v, k_o = prandom.split(key, 4)
-        in_bound = np.sqrt(6.0 / (dim + 3 * dim))
-        out_bound = 1.0 / np.sqrt(dim)
-
-        def draw(k: Any, bound: float) -> np.ndarray:
-            return prandom.uniform(k, (dim, dim), dtype, -bound, bound)
-
-        def zero() -> np.ndarray | None:
-            return np.zeros(dim, dtype) if bias else None
-
-        return cls(draw(k_q, in_bound), draw(k_k, in_bound), draw(k_v, in_bound),
-                   draw(k_o, out_bound), zero(), zero(), zero(), zero(), num_heads)
+        shape = (dim, dim)
+        wq, wk, wv = (initialisers.glorot_uniform(k, shape, dim, 3 * dim, dtype)
+                      for k in (k_q, k_k, k_v))
+        wo = initialisers.uniform(k_o, shape, 1.0 / np.sqrt(dim), dtype)
+        bq, bk, bv, bo = (initialisers.zeros(dim, dtype) if bias else None for _ in range(4))
+        return cls(wq, wk, wv, wo, bq, bk, bv, bo, num_heads)
 
     def __call__(self, query: Any, key: Any = None, value: Any = None, *,
                  mask: Any = None, causal: bool = False) -> Any:
@@ -68,7 +65,7 @@ class MultiheadAttention:
         allowed = _allowed(mask, causal, scores.shape[-2], scores.shape[-1])
         if allowed is not None:
             scores = np.where(allowed, scores, -np.inf)
-        context = _softmax(scores) @ v
+        context = softmax(scores) @ v
         batch, heads, steps, width = context.shape
         merged = np.transpose(context, (0, 2, 1, 3)).reshape(batch, steps, heads * width)
         return _project(merged, self.wo, self.bo)
@@ -95,10 +92,3 @@ def _allowed(mask: Any, causal: bool, steps: int, sources: int) -> Any:
         lower = np.tril(np.ones((steps, sources), bool))
         allowed = lower if allowed is None else allowed & lower
     return allowed
-
-
-def _softmax(x: Any) -> Any:
-    """Softmax over the last axis with the row maximum subtracted (so exp never
-    overflows)."""
-    e = np.exp(x - np.max(x, axis=-1, keepdims=True))
-    return e / np.sum(e, axis=-1, keepdims=True)

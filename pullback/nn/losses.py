@@ -10,6 +10,8 @@ from typing import Any
 
 import numpy as np
 
+from .activations import log_softmax
+
 __all__ = ["binary_cross_entropy_with_logits", "mse", "nll_loss", "softmax_cross_entropy",
            "softmax_cross_entropy_with_integer_labels"]
 
@@ -17,7 +19,7 @@ __all__ = ["binary_cross_entropy_with_logits", "mse", "nll_loss", "softmax_cross
 def softmax_cross_entropy(logits: Any, targets: Any, *, reduction: str = "mean") -> Any:
     """Cross-entropy of ``softmax(logits)`` against target probabilities ``[..., C]``:
     ``-sum(targets * log_softmax(logits))`` over the classes."""
-    return _reduce(-np.sum(targets * _log_softmax(logits), axis=-1), reduction)
+    return _reduce(-np.sum(targets * log_softmax(logits), axis=-1), reduction)
 
 
 def softmax_cross_entropy_with_integer_labels(logits: Any, labels: Any, *,
@@ -28,7 +30,7 @@ def softmax_cross_entropy_with_integer_labels(logits: Any, labels: Any, *,
     (torch's ``F.cross_entropy(label_smoothing=e)``, Optax's ``smooth_labels``)."""
     if not 0.0 <= label_smoothing <= 1.0:
         raise ValueError(f"label_smoothing must lie in [0, 1], not {label_smoothing}")
-    log_probs = _log_softmax(logits)
+    log_probs = log_softmax(logits)
     loss = _picked(log_probs, labels)
     if label_smoothing:
         spread = -np.mean(log_probs, axis=-1)
@@ -52,11 +54,6 @@ def binary_cross_entropy_with_logits(logits: Any, targets: Any, *,
     as ``max(x, 0) - x * t + log1p(exp(-|x|))``: exact for logits of any size."""
     loss = np.maximum(logits, 0) - logits * targets + np.log1p(np.exp(-np.abs(logits)))
     return _reduce(loss, reduction)
-
-
-def _log_softmax(x: Any) -> Any:
-    shifted = x - np.max(x, axis=-1, keepdims=True)
-    return shifted - np.log(np.sum(np.exp(shifted), axis=-1, keepdims=True))
 
 
 def _picked(log_probs: Any, labels: Any) -> Any:

@@ -18,6 +18,8 @@ from typing import Any, ClassVar
 import numpy as np
 
 from .. import random as prandom
+from . import init as initialisers
+from .activations import sigmoid
 
 __all__ = ["GRU", "GRUCell", "LSTM", "LSTMCell", "RNN", "RNNCell"]
 
@@ -41,13 +43,12 @@ class _Cell:
         bound = 1.0 / np.sqrt(hidden_size)
         width = cls.gates * hidden_size
         k_ih, k_hh, k_bi, k_bh = prandom.split(key, 4)
-
-        def draw(k: Any, shape: tuple[int, ...]) -> np.ndarray:
-            return prandom.uniform(k, shape, dtype, -bound, bound)
-
-        return cls(draw(k_ih, (input_size, width)), draw(k_hh, (hidden_size, width)),
-                   draw(k_bi, (width,)) if bias else None,
-                   draw(k_bh, (width,)) if bias else None)
+        w_ih = initialisers.uniform(k_ih, (input_size, width), bound, dtype)
+        w_hh = initialisers.uniform(k_hh, (hidden_size, width), bound, dtype)
+        if not bias:
+            return cls(w_ih, w_hh, None, None)
+        return cls(w_ih, w_hh, initialisers.uniform(k_bi, (width,), bound, dtype),
+                   initialisers.uniform(k_bh, (width,), bound, dtype))
 
     @property
     def hidden_size(self) -> int:
@@ -103,10 +104,10 @@ class LSTMCell(_Cell):
         h, c = state
         n = self.hidden_size
         z = self._input_part(x) + self._hidden_part(h)
-        i = _sigmoid(z[:, :n])
-        f = _sigmoid(z[:, n:2 * n])
+        i = sigmoid(z[:, :n])
+        f = sigmoid(z[:, n:2 * n])
         g = np.tanh(z[:, 2 * n:3 * n])
-        o = _sigmoid(z[:, 3 * n:])
+        o = sigmoid(z[:, 3 * n:])
         c = f * c + i * g
         return o * np.tanh(c), c
 
@@ -123,15 +124,10 @@ class GRUCell(_Cell):
         n = self.hidden_size
         gi = self._input_part(x)
         gh = self._hidden_part(h)
-        rz = _sigmoid(gi[:, :2 * n] + gh[:, :2 * n])
+        rz = sigmoid(gi[:, :2 * n] + gh[:, :2 * n])
         r, z = rz[:, :n], rz[:, n:]
         candidate = np.tanh(gi[:, 2 * n:] + r * gh[:, 2 * n:])
         return (1 - z) * candidate + z * h
-
-
-def _sigmoid(x: Any) -> Any:
-    """The logistic function by tanh, which neither overflows nor loses precision."""
-    return 0.5 * (np.tanh(0.5 * x) + 1)
 
 
 @dataclasses.dataclass
