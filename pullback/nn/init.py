@@ -61,13 +61,15 @@ def _fans(shape: Any, fan_in: int | None, fan_out: int | None) -> tuple[int, int
 def he_normal(key: Any, shape: Any, fan_in: int | None = None,
               dtype: Any = np.float32) -> np.ndarray:
     """He (Kaiming) normal: std sqrt(2 / fan_in), for layers followed by a ReLU."""
-    return normal(key, shape, math.sqrt(2.0 / _fans(shape, fan_in, 0)[0]), dtype)
+    fan_in = fans(shape)[0] if fan_in is None else fan_in
+    return normal(key, shape, math.sqrt(2.0 / fan_in), dtype)
 
 
 def he_uniform(key: Any, shape: Any, fan_in: int | None = None,
                dtype: Any = np.float32) -> np.ndarray:
     """He (Kaiming) uniform: bound sqrt(6 / fan_in), the same variance as ``he_normal``."""
-    return uniform(key, shape, math.sqrt(6.0 / _fans(shape, fan_in, 0)[0]), dtype)
+    fan_in = fans(shape)[0] if fan_in is None else fan_in
+    return uniform(key, shape, math.sqrt(6.0 / fan_in), dtype)
 
 
 def glorot_normal(key: Any, shape: Any, fan_in: int | None = None, fan_out: int | None = None,
