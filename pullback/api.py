@@ -21,7 +21,7 @@ import io
 import threading
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -45,7 +45,7 @@ from .ir.verify import verify
 from .keys import Registry, callable_key
 from .passes.manager import optimize
 from .tracebacks import BARE_RAISE_KEEPS_TRACEBACK, hide_internal_frames, public
-from .tree import tree_unflatten
+from .tree import tree_leaves, tree_unflatten
 
 if TYPE_CHECKING:
     from .backends.c import FastEntry
@@ -61,39 +61,86 @@ class Lowered:
     passes: list[tuple[str, Func]]  # the IR after each optimisation pass
     ir: Func  # the IR that runs
     backend: str
+    donated: dict[int, int] = field(default_factory=dict)  # see ``donation``
 
     @property
     def source(self) -> str:
         """The generated C (the native backend's module for this IR)."""
         from .backends import c
 
-        return c.source_of(self.ir).text
+        return c.source_of(self.ir, self.donated).text
 
     @property
     def loops(self) -> str:
         """The loop IR the C is printed from: kernels, buffers, library calls."""
         from .backends import c
 
-        return c.source_of(self.ir).loops
+        return c.source_of(self.ir, self.donated).loops
 
     def compile(self) -> Callable[..., list]:
         """A callable running the IR natively (``c``) or on the interpreter."""
         if self.backend == "c":
             from .backends import c
 
-            return c.compile_func(self.ir)
+            return c.compile_func(self.ir, self.donated)
         return lambda *inputs: interp.run(self.ir, *inputs)
 
 
-def _compile(staged: Staged, backend: str) -> None:
-    """Native code for ``staged`` when the backend is ``c``; the interpreter runs what the
-    C backend cannot compile yet (with a warning once per reason)."""
+def donation(staged: Staged, sig: Signature, handed: Sequence[int]) -> dict[int, int]:
+    """Which parameters of ``staged`` (positions ``handed`` among ``sig``'s leaves, in
+    the order of the arguments) become which of its array results of the same type: the
+    result is written into the argument's memory and the argument itself returned
+    (``donate_argnums``).  A result takes the parameter it is computed from element by
+    element if there is one (``p - lr * g``: then it can be computed in place), else the
+    next one of its type.  None where the function writes to its arguments (those
+    writes come back to them); an argument it returns as it is (or a view of) is not
+    written."""
+    if not handed or staged.writeback or staged.outside_writeback:
+        return {}
+    func = staged.func
+    blk = func.block
+    returned = {s[1] if s[0] == "arg" else s[1][1] for s in staged.outputs
+                if s[0] == "arg" or (s[0] == "view" and s[1][0] == "arg")}
+    param_of = {sig.dynamic.index(i): i for i in handed if i in sig.dynamic and
+                i not in returned}
+    free = [p for p in sorted(param_of, key=lambda p: list(handed).index(param_of[p]))
+            if func.in_types[p].shape != ()]
+    results = [k for k, spec in enumerate(o for o in staged.outputs if o[0] == "dyn")
+               if spec[1] == "array" and func.out_types[k].shape != ()]
+    producers = {id(o): e for e in blk.eqns for o in e.outputs}
+    index = {id(v): p for p, v in enumerate(blk.params)}
+    pairs: dict[int, int] = {}
+    for k in results:  # the parameter each result is computed from, element by element
+        todo, seen = [blk.results[k]], 0
+        while todo and seen < 64:
+            v, seen = todo.pop(0), seen + 1
+            p = index.get(id(v))
+            if p in free:
+                pairs[p] = k
+                free.remove(p)
+                break
+            e = producers.get(id(v))
+            if e is not None and not e.op.blocks:
+                todo += [a for a in e.inputs if a.type == v.type]
+    for k in results:  # the others in order
+        if k not in pairs.values():
+            p = next((p for p in free if func.in_types[p] == func.out_types[k]), None)
+            if p is not None:
+                free.remove(p)
+                pairs[p] = k
+    return pairs
+
+
+def _compile(staged: Staged, backend: str, donated: dict[int, int]) -> None:
+    """Native code for ``staged`` when the backend is ``c`` (``donated``: the parameters
+    callers hand over, with the results they become); the interpreter runs what the C
+    backend cannot compile yet (with a warning once per reason)."""
     if backend != "c":
         return
     from .backends import c
 
     try:
-        staged.runner = c.compile_func(staged.func)
+        staged.runner = c.compile_func(staged.func, donated)
     except c.Unsupported as e:
         _warn_once(f"pullback: running {staged.func.name} on the interpreter: {e}")
     except c.NoCompilerError:
@@ -177,7 +224,8 @@ MANY_STATIC_INTS = 8
 class Jitted:
     """A compiled function: staged once per argument signature, then run."""
 
-    def __init__(self, fn: Callable, static_argnames: Sequence[str], backend: str | None):
+    def __init__(self, fn: Callable, static_argnames: Sequence[str], backend: str | None,
+                 donate: Sequence[str] = ()):
         backend = backend or config.backend()
         if backend not in BACKENDS:
             raise ValueError(f"unknown backend {backend!r}; available: {', '.join(BACKENDS)}")
@@ -187,13 +235,14 @@ class Jitted:
         self.fn = fn
         self.static_argnames = tuple(static_argnames)
         self.backend = backend
+        self.donate = tuple(donate)  # the arguments whose arrays callers hand over
         cells: list = []  # the closure cells the key met, in order (see frontend.outside)
         self._spec: _Specialisations = _SPECIALISATIONS.get(callable_key(self, cells=cells),
                                                             _Specialisations)
         self._cells = cells
 
     def __pb_key__(self, key_of: Callable[[Any], Any]) -> tuple:
-        return ("jit", key_of(self.fn), self.static_argnames, self.backend)
+        return ("jit", key_of(self.fn), self.static_argnames, self.backend, self.donate)
 
     def __pb_stage__(self, st: Stager, args: list, kwargs: dict) -> Any:
         """Met while staging: the wrapped function, staged where it is called."""
@@ -230,7 +279,7 @@ class Jitted:
             variants = spec.cache.get(sig.key, [])
             found = self._variant(variants, sig)
             if found is None:
-                found = self._build(sig)
+                found = self._build(sig, self._handed_over(sig, args, kwargs))
                 self._count_static_ints(args, kwargs)
                 if self._variant([found], sig) is None:
                     raise RuntimeError(f"pullback: compiling {self.__name__} changed the "
@@ -247,9 +296,24 @@ class Jitted:
                 return staged
         return None
 
-    def _build(self, sig: Signature) -> Staged:
-        """Stage, optimise and compile one specialisation; anything but the errors a
-        user may see becomes an ``InternalError`` naming where staging was."""
+    def _handed_over(self, sig: Signature, args: tuple, kwargs: dict) -> list[int]:
+        """The positions among ``sig``'s leaves of the arrays of donated arguments that
+        no other argument holds too, in the order of the arguments."""
+        if not self.donate:
+            return []
+        arguments = self.signature().bind(*args, **kwargs).arguments
+        ids = {name: [id(x) for x in tree_leaves(v)] for name, v in arguments.items()}
+        others = {i for n, v in ids.items() if n not in self.donate for i in v}
+        position = {id(x): i for i, x in enumerate(sig.leaves[:-1])
+                    if isinstance(x, np.ndarray)}
+        handed = [position[i] for n in arguments if n in self.donate for i in ids[n]
+                  if i in position and i not in others]
+        return list(dict.fromkeys(handed))
+
+    def _build(self, sig: Signature, handed: Sequence[int] = ()) -> Staged:
+        """Stage, optimise and compile one specialisation (``handed``: the positions of
+        leaves callers hand over, see ``donation``); anything but the errors a user may
+        see becomes an ``InternalError`` naming where staging was."""
         name = getattr(self.fn, "__name__", "f").replace("<lambda>", "lambda")
         with internal_errors(self.fn):
             staged = stage(self.fn, sig, name, self._cells)
@@ -258,18 +322,19 @@ class Jitted:
                 print(staged.func)
             if config.verifying():
                 verify(staged.func)
-            _compile(staged, self.backend)
+            _compile(staged, self.backend, donation(staged, sig, handed))
         return staged
 
     @public
     def lower(self, *args: Any, **kwargs: Any) -> Lowered:
         """What this function compiles to for these arguments: the IR as staged and
         after each pass, and the C source."""
-        staged, _ = self.specialise(*args, **kwargs)
+        staged, sig = self.specialise(*args, **kwargs)
         passes: list[tuple[str, Func]] = []
         with internal_errors(self.fn):
             optimize(staged.staged_func, trace=passes)
-        return Lowered(staged.staged_func, passes, staged.func, self.backend)
+        return Lowered(staged.staged_func, passes, staged.func, self.backend,
+                       donation(staged, sig, self._handed_over(sig, args, kwargs)))
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         try:
@@ -390,19 +455,52 @@ class Jitted:
 
 
 def jit(fn: Callable | None = None, *, static_argnames: Sequence[str] | str = (),
-        backend: str | None = None) -> Any:
-    """Compile ``fn``: staged from its source per argument signature, cached."""
+        backend: str | None = None, donate_argnums: int | Sequence[int] = (),
+        donate_argnames: Sequence[str] | str = ()) -> Any:
+    """Compile ``fn``: staged from its source per argument signature, cached.
+
+    ``donate_argnums``/``donate_argnames``: arguments whose arrays the caller hands over
+    (a training step's parameters and optimiser state): each result of the same shape
+    and dtype as one of them is written into that array's memory, in place, and the
+    array itself is returned; the caller must not use the old values afterwards.  An
+    array that cannot be written (read-only, or sharing memory with another argument)
+    is copied instead; results never change, only which memory holds them."""
     if isinstance(static_argnames, str):
         static_argnames = (static_argnames,)
+    if isinstance(donate_argnames, str):
+        donate_argnames = (donate_argnames,)
+    if isinstance(donate_argnums, int):
+        donate_argnums = (donate_argnums,)
     if fn is None:
-        return lambda f: jit(f, static_argnames=static_argnames, backend=backend)
+        return lambda f: jit(f, static_argnames=static_argnames, backend=backend,
+                             donate_argnums=donate_argnums, donate_argnames=donate_argnames)
+    inner = fn.fn if isinstance(fn, Jitted) else fn
+    donate = (*_names_of(inner, donate_argnums), *donate_argnames)
     if isinstance(fn, Jitted):  # jit(jit(f)) is jit(f)
         names = (*fn.static_argnames, *(n for n in static_argnames
                                         if n not in fn.static_argnames))
-        if names == fn.static_argnames and backend in (None, fn.backend):
+        donate = (*fn.donate, *(n for n in donate if n not in fn.donate))
+        if names == fn.static_argnames and backend in (None, fn.backend) and \
+                donate == fn.donate:
             return fn
-        return Jitted(fn.fn, names, backend or fn.backend)
-    return Jitted(fn, static_argnames, backend)
+        return Jitted(fn.fn, names, backend or fn.backend, donate)
+    return Jitted(fn, static_argnames, backend, donate)
+
+
+def _names_of(fn: Callable, argnums: Sequence[int]) -> tuple[str, ...]:
+    """The names of ``fn``'s positional parameters ``argnums``."""
+    if not argnums:
+        return ()
+    params = [p.name for p in inspect.signature(fn).parameters.values()
+              if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    names = []
+    for k in argnums:
+        if not isinstance(k, int) or not -len(params) <= k < len(params):
+            raise ValueError(f"pb.jit: donate_argnums={tuple(argnums)!r} but "
+                             f"{getattr(fn, '__name__', 'the function')} takes "
+                             f"{len(params)} positional parameters")
+        names.append(params[k])
+    return tuple(names)
 
 
 def make_ir(fn: Callable, *, static_argnames: Sequence[str] | str = ()) -> Callable[..., Func]:

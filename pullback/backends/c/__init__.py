@@ -19,6 +19,8 @@ the glue library; a compiled function collected hands its kept memory back.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from ...ir.core import Func
 from . import pipeline
 from .build.compiler import NoCompilerError, warn_no_compiler_once
@@ -31,11 +33,13 @@ __all__ = ["Compiled", "FastEntry", "NoCompilerError", "Source", "Unsupported",
            "compile_func", "fast_entry", "source_of", "warn_no_compiler_once"]
 
 
-def source_of(func: Func) -> Source:
+def source_of(func: Func, donated: Mapping[int, int] | None = None) -> Source:
     """The C source of ``func``'s extension module: the pipeline up to stage ``c``."""
-    return pipeline.run(func, until="c")
+    return pipeline.run(func, until="c", donated=donated)
 
 
-def compile_func(func: Func) -> Compiled:
-    """Native code for ``func``; raises ``Unsupported`` for what the backend lacks."""
-    return pipeline.run(func)
+def compile_func(func: Func, donated: Mapping[int, int] | None = None) -> Compiled:
+    """Native code for ``func``; raises ``Unsupported`` for what the backend lacks.
+    ``donated``: the array parameters callers hand over, each with the result of its
+    type it may be updated into in place (``pb.jit(..., donate_argnums=)``)."""
+    return pipeline.run(func, donated=donated)

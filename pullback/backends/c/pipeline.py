@@ -25,8 +25,9 @@ would keep the stages up to ``loops`` (prepare, plan and loop IR) and swap ``c``
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, NamedTuple
 
 from ... import config
@@ -47,6 +48,15 @@ from .prepare.columns import split_columns
 from .prepare.products import outer_products
 
 
+class Entry(NamedTuple):
+    """What a module is compiled from: the entry function, and the array parameters its
+    caller hands over (``donated``: parameter -> the result it may be updated into in
+    place; see ``plan.memory``)."""
+
+    func: Func
+    donated: Mapping[int, int]
+
+
 class Planned(NamedTuple):
     """The ``plan`` stage's output: the module and what lowering reads about it."""
 
@@ -54,8 +64,9 @@ class Planned(NamedTuple):
     plan: ModulePlan
 
 
-def prepare(func: Func, _: Func) -> Module:
+def prepare(entry: Entry, _: Entry) -> Module:
     """``func`` and its callees, as the backend compiles them."""
+    func = entry.func
     module = Module.of(func)
     if any(not isinstance(t, TensorType) for t in [*func.in_types, *func.out_types]):
         raise Unsupported("a compiled function cannot take or return a stack")
@@ -68,27 +79,27 @@ def prepare(func: Func, _: Func) -> Module:
     return module
 
 
-def plan(_: Func, module: Module) -> Planned:
-    return Planned(module, plan_module(module))
+def plan(entry: Entry, module: Module) -> Planned:
+    return Planned(module, plan_module(module, entry.donated))
 
 
-def lower(_: Func, planned: Planned) -> LoweredModule:
+def lower(_: Entry, planned: Planned) -> LoweredModule:
     return lower_module(*planned)
 
 
-def loop_passes(_: Func, lowered: LoweredModule) -> LoweredModule:
+def loop_passes(_: Entry, lowered: LoweredModule) -> LoweredModule:
     return lowered._replace(loops=run_loop_passes(lowered.loops))
 
 
-def emit(func: Func, lowered: LoweredModule) -> Source:
-    return module_source(func, lowered)
+def emit(entry: Entry, lowered: LoweredModule) -> Source:
+    return module_source(entry.func, lowered, entry.donated)
 
 
-def build(func: Func, src: Source) -> Compiled:
+def build(entry: Entry, src: Source) -> Compiled:
     lines = src.text.count("\n") + 1
-    with reported(f"compiling {func.name} ({lines} lines of C)"):
+    with reported(f"compiling {entry.func.name} ({lines} lines of C)"):
         built = build_module(src.text, src.name, headers=HEADERS, libraries=needed(src.text))
-    return Compiled(func, built, src.checks, src.prints, src.text)
+    return Compiled(entry.func, built, src.checks, src.prints, src.text)
 
 
 def describe_plan(planned: Planned) -> str:
@@ -97,7 +108,8 @@ def describe_plan(planned: Planned) -> str:
     lines = []
     for k, func in enumerate(planned.module.funcs.values()):
         fp = planned.plan.funcs[id(func)]
-        donated = planned.plan.donated.get(id(func), {})
+        donated = planned.plan.donated.get(id(func), {}) if func is not planned.module.main \
+            else planned.plan.entry_donated
         lines.append(f"pbf_{k} {func.name}: {len(donated)} parameters donated, "
                      f"{len(fp.dest)} results computed in the caller's buffers")
         for depth, blk in _blocks(func.block, 1):
@@ -130,7 +142,7 @@ def _describe_block(blk: Block, fp: FuncPlan) -> str:
 @dataclass(frozen=True)
 class Stage:
     name: str
-    run: Callable[[Func, Any], Any]  # (the function compiled, the last stage's output)
+    run: Callable[[Entry, Any], Any]  # (what is compiled, the last stage's output)
     show: Callable[[Any], str] | None  # its output as text, for PULLBACK_DUMP
 
 
@@ -148,14 +160,17 @@ STAGES: list[Stage] = [
 ]
 
 
-def run(func: Func, until: str = STAGES[-1].name) -> Any:
-    """The output of stage ``until`` for ``func``, every stage before it run in order
-    (each printed when ``PULLBACK_DUMP`` names it).  Stages may rewrite what the stage
-    before made (the loop passes rewrite functions in place): to look at a stage's
-    output, run the pipeline up to it."""
-    value: Any = func
+def run(func: Func, until: str = STAGES[-1].name, donated: Mapping[int, int] | None = None
+        ) -> Any:
+    """The output of stage ``until`` for ``func`` (whose caller hands over the array
+    parameters ``donated`` maps to results), every stage before it run in order (each
+    printed when ``PULLBACK_DUMP`` names it).  Stages may rewrite what the stage before
+    made (the loop passes rewrite functions in place): to look at a stage's output, run
+    the pipeline up to it."""
+    entry = Entry(func, MappingProxyType(dict(donated or {})))
+    value: Any = entry
     for stage in STAGES:
-        value = stage.run(func, value)
+        value = stage.run(entry, value)
         if stage.show is not None and config.dumps(stage.name):
             print(stage.show(value))
         if stage.name == until:

@@ -121,9 +121,10 @@ def test_a_dump_prints_its_stage_alone(name, monkeypatch, capsys):
 
 def test_prepare_splits_records_built_column_by_column(monkeypatch):
     func = _ir(project, CAMS, PTS, IDX)
-    split = pipeline.prepare(func, func)
+    entry = pipeline.Entry(func, {})
+    split = pipeline.prepare(entry, entry)
     monkeypatch.setenv("PULLBACK_COLUMNS", "0")
-    assert str(pipeline.prepare(func, func)) == str(Module.of(func)) != str(split)
+    assert str(pipeline.prepare(entry, entry)) == str(Module.of(func)) != str(split)
 
 
 def test_the_loop_passes_place_buffers_on_the_arena():

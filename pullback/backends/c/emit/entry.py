@@ -3,6 +3,8 @@ glue library read, and the description (``pb_entry``) the glue reads them by."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from ....ir.core import Func
 from ....ir.types import StackType
 from ..loops.ir import Unsupported, ctype
@@ -27,9 +29,10 @@ INCLUDES = "\n".join([
 ])
 
 
-def entry(func: Func, name: str, notes: str) -> str:
+def entry(func: Func, name: str, notes: str, donated: Mapping[int, int]) -> str:
     """The entry of module ``name`` computing ``func`` (``pbf_0``); ``notes`` (a
-    comment) says what its faults and prints say."""
+    comment) says what its faults and prints say; ``donated``: the parameters callers
+    hand over, each with the result whose buffer it is (``pb_entry.donor``)."""
     ins, outs = func.in_types, func.out_types
     if any(isinstance(t, StackType) for t in [*ins, *outs]):
         raise Unsupported("a compiled function cannot take or return a stack")
@@ -49,10 +52,16 @@ def entry(func: Func, name: str, notes: str) -> str:
             dims = f"pb_dims{k}"
         params.append(f"{{{PB_TYPES[t.dtype.name]}, {len(t.shape)}, {dims}}}")
     big = any(t.size * t.dtype.np.itemsize >= BIG_RESULT for t in outs if t.shape)
+    donor = "NULL"
+    if donated:
+        by_result = {k: j for j, k in donated.items()}
+        lines.append(f"static const int pb_donor[] = "
+                     f"{{{', '.join(str(by_result.get(k, -1)) for k in range(len(outs)))}}};")
+        donor = "pb_donor"
     lines += [
         f"static const pb_param pb_params[] = {{{', '.join(params) or '{0, 0, NULL}'}}};",
         f"static const pb_entry pb_this = {{{len(ins)}, {len(outs)}, {int(big)}, pb_params, "
-        "pb_run, &pb_kept};",
+        f"pb_run, &pb_kept, {donor}}};",
         "",
         f"void *PyInit_{name}(void) {{  /* the module object */",
         f'    return pb_module_new("{name}", &pb_this);',

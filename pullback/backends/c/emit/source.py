@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from ....ir.core import Eqn, Func
 from ..loops.ir import LoopModule
@@ -30,8 +32,10 @@ class Source:
         return format_module(self.module)
 
 
-def module_source(func: Func, lowered: LoweredModule) -> Source:
-    """The C of ``func``'s module, from its loop IR after the loop passes."""
+def module_source(func: Func, lowered: LoweredModule,
+                  donated: Mapping[int, int] = MappingProxyType({})) -> Source:
+    """The C of ``func``'s module, from its loop IR after the loop passes; ``donated``:
+    the parameters its callers hand over, with the results they become."""
     loops, checks, prints = lowered
     body = generate(loops)
     # checks and prints share code whatever they say, and modules of one source share
@@ -40,9 +44,10 @@ def module_source(func: Func, lowered: LoweredModule) -> Source:
     notes = repr([(e.op.name, _said(e)) for e in [*checks, *prints]] +
                  [(str(e.loc), e.loc.func) for e in checks if e.loc is not None])
     notes = notes.replace("*/", "* /")
-    name = f"pb_{hashlib.sha256((body + entry(func, '', notes)).encode()).hexdigest()[:16]}"
-    return Source(name, "\n".join([INCLUDES, body, entry(func, name, notes)]), loops, checks,
-                  prints)
+    digest = hashlib.sha256((body + entry(func, "", notes, donated)).encode()).hexdigest()
+    name = f"pb_{digest[:16]}"
+    return Source(name, "\n".join([INCLUDES, body, entry(func, name, notes, donated)]), loops,
+                  checks, prints)
 
 
 def _said(eqn: Eqn) -> list:

@@ -19,8 +19,9 @@ there, before any kernel runs over it (``sizes``).  Ops without loop IR yet rais
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
+from types import MappingProxyType
 from typing import NamedTuple
 
 from ....ir.core import Atom, Block, Eqn, Func, Lit, Module, Var
@@ -255,12 +256,17 @@ class Lowering:
             return
         if last is None:
             last = s.plan.last.get(id(s.plan.root.get(id(v), v)), s.at)
-        s.owned[name] = Owned(last, v.type.dtype.name, v.type.size)
+        was = s.owned.get(name)
+        s.owned[name] = Owned(last, v.type.dtype.name, v.type.size,
+                              kept=was is not None and was.kept)
 
     def free(self, name: str) -> None:
-        """The end of buffer ``name``'s life."""
+        """The end of buffer ``name``'s life (a buffer the caller handed over is only
+        forgotten)."""
         self.buffers.arena.pop(name, None)
-        self.add(Free(name))
+        o = self.scope.owned.get(name) if self.buffers.scopes else None
+        if o is None or not o.kept:
+            self.add(Free(name))
 
     def scratch(self, ct: str, count: int) -> Sym:
         """A temporary buffer of ``count`` elements, freed after the equation."""
@@ -273,8 +279,8 @@ class Lowering:
         """Free the open block's buffers read last at or before position ``upto``."""
         owned = self.scope.owned
         for name in [n for n, o in owned.items() if o.last <= upto]:
-            del owned[name]
             self.free(name)
+            del owned[name]
 
     def reuse(self, out: Var, lo: int, hi: int, names: Sequence[str] | None = None) -> bool:
         """Give ``out`` the buffer of a value of the same dtype and size that the open
@@ -287,7 +293,7 @@ class Lowering:
         for name, o in owned.items():
             if lo <= o.last <= hi and o.dtype == out.type.dtype.name and \
                     o.size == out.type.size and (names is None or name in names) and \
-                    name not in self.buffers.shifted:
+                    name not in self.buffers.shifted and o.takes(out):
                 self.vars[id(out)] = name
                 self.own(name, out)
                 return True
@@ -296,7 +302,7 @@ class Lowering:
     def dying(self, name: str | None) -> bool:
         """Whether the open block owns buffer ``name`` and reads it last here."""
         o = self.scope.owned.get(name)
-        return o is not None and o.size >= 0 and o.last == self.scope.at
+        return o is not None and o.size >= 0 and o.last == self.scope.at and not o.kept
 
     def take(self, name: str) -> None:
         """Buffer ``name`` passes from the open block to a block nested in it (off the
@@ -337,16 +343,20 @@ class Lowering:
             self.vars[id(p)] = n
 
     def open_block(self, blk: Block, names: Sequence[str], owns: Sequence[bool],
-                   adopt: Sequence[tuple[str, Var]] = ()) -> None:
+                   adopt: Sequence[tuple[str, Var]] = (),
+                   kept: Mapping[int, int] = MappingProxyType({})) -> None:
         """Open ``blk``, bind its parameters to ``names``; it owns those marked in
         ``owns`` and the outer buffers in ``adopt`` (frees them after their last read
-        or moves them to a result)."""
+        or moves them to a result); ``kept``: parameters the caller handed over (never
+        freed), each with the id of the one value that may be computed into it."""
         s = OpenBlock(self.plan.blocks[id(blk)])
         self.buffers.scopes.append(s)
         self.bind(blk.params, names)
-        for p, name, own in zip(blk.params, names, owns, strict=True):
+        for k, (p, name, own) in enumerate(zip(blk.params, names, owns, strict=True)):
             if own:
                 self.own(name, p)
+            if k in kept:
+                s.owned[name].kept, s.owned[name].only = True, kept[k]
         reads = free_vars(blk) if adopt else []
         for name, v in adopt:
             self.own(name, v, max((s.plan.last.get(id(u), -1) for u in reads
@@ -355,19 +365,22 @@ class Lowering:
 
     def close_block(self) -> None:
         """Free what the block still owns (its results have moved out)."""
-        for name in self.buffers.scopes.pop().owned:
+        for name in list(self.scope.owned):
             self.free(name)
+        self.buffers.scopes.pop()
 
     def lower(self) -> LoopFunc:
         """The function's loop IR (before the loop-IR passes)."""
         blk = self.func.block
-        donated = self.mod.plan.donated.get(id(self.func), {})
+        handed = self.mod.plan.entry_donated if self.entry else {}
+        donated = handed or self.mod.plan.donated.get(id(self.func), {})
         names = [f"p{k}" for k in range(len(blk.params))]
         for k in donated:  # a buffer of its own: writable, freed or moved out here
             dt = ctype(blk.params[k].type.dtype)
             names[k] = f"q{k}"
             self.add(Pointer(names[k], dt, Cast(f"{dt} *", Sym(f"p{k}"))))
-        self.open_block(blk, names, [k in donated for k in range(len(blk.params))])
+        self.open_block(blk, names, [k in donated for k in range(len(blk.params))],
+                        kept={j: id(blk.results[k]) for j, k in handed.items()})
         self.block_body(blk)
         if self.entry:
             self.entry_results(blk)
@@ -383,11 +396,13 @@ class Lowering:
     def entry_results(self, blk: Block) -> None:
         """The entry function's results: arrays computed in place need nothing, others
         are copied into the caller's buffers; scalars are stored."""
+        handed = {k: f"q{j}" for j, k in self.mod.plan.entry_donated.items()}
         for k, r in enumerate(blk.results):
             t = r.type
             if t.shape == ():
                 self.add(Set(Load(Sym(f"r{k}"), Int(0)), self.scalar(r)))
-            elif self.plan.dest.get(id(r)) != k:
+            elif self.plan.dest.get(id(r)) != k and (
+                    k not in handed or self.vars.get(id(r)) != handed[k]):
                 self.add(Copy(f"r{k}", self.buf(r), ctype(t.dtype), t.size, fresh=False))
 
     def results_out(self, results: Sequence[Atom], dests: Sequence[Expr]) -> None:

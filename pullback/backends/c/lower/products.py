@@ -123,6 +123,7 @@ def _gemm(lw: Lowering, eqn: Eqn, a: Atom, b: Atom, batch: int, m: int, n: int, 
         owned = s.owned.get(name)
         if owned is not None and ep.adjacent and owned.last == s.plan.pos[ep.at] and \
                 owned.size == out.type.size and id(out) not in lw.plan.dest and \
+                owned.takes(out) and \
                 name not in (getattr(x, "name", None), getattr(y, "name", None)):
             lw.vars[id(out)] = name  # the sum takes the addend's buffer over
             lw.own(name, out)

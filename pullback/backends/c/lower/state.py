@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ....ir.core import Atom
+from ....ir.core import Atom, Var
 from ..loops.ir import Alloc, Expr
 from ..plan.memory import BlockMemory
 
@@ -18,11 +18,19 @@ from ..plan.memory import BlockMemory
 @dataclass
 class Owned:
     """A buffer a block frees: the position of its last read, its dtype and size (a
-    scratch buffer of one equation has none)."""
+    scratch buffer of one equation has none).  ``kept``: a buffer the caller handed over
+    (``pb.jit(..., donate_argnums=)``), never freed here; ``only``: the id of the one
+    value that may be computed into it (the result it was handed over for; 0: any)."""
 
     last: int
     dtype: str = ""
     size: int = -1
+    kept: bool = False
+    only: int = 0
+
+    def takes(self, v: Var) -> bool:
+        """Whether ``v`` may be computed into this buffer as it dies."""
+        return self.only in (0, id(v))
 
 
 @dataclass

@@ -11,8 +11,8 @@ Lowering only reads the plan; what it decides while it emits code is its own sta
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from ....ir.core import Block, Eqn, Func, Module, Var
@@ -40,22 +40,31 @@ class FuncPlan:
 @dataclass(frozen=True)
 class ModulePlan:
     """``donated``: per called function, the array parameters it takes over (and the
-    result each becomes); ``funcs``: each function's plan, by its id."""
+    result each becomes); ``funcs``: each function's plan, by its id;
+    ``entry_donated``: the entry's parameters its caller hands over, each with the
+    result whose buffer it is (the result is computed there once the parameter is read
+    for the last time, or copied there at the end)."""
 
     donated: Donations
     funcs: Mapping[int, FuncPlan]
+    entry_donated: Mapping[int, int] = field(default_factory=dict)
 
 
-def plan_module(module: Module) -> ModulePlan:
+def plan_module(module: Module, entry_donated: Mapping[int, int] = MappingProxyType({})
+                ) -> ModulePlan:
     """The plan ``lower_module`` reads for ``module``."""
-    funcs = {id(f): plan_func(f, entry=f is module.main) for f in module.funcs.values()}
-    return ModulePlan(donations(module), MappingProxyType(funcs))
+    funcs = {id(f): plan_func(f, entry=f is module.main,
+                              handed=set(entry_donated.values()) if f is module.main else ())
+             for f in module.funcs.values()}
+    return ModulePlan(donations(module), MappingProxyType(funcs), entry_donated)
 
 
-def plan_func(func: Func, entry: bool) -> FuncPlan:
+def plan_func(func: Func, entry: bool, handed: Collection[int] = ()) -> FuncPlan:
     """``func``'s plan; only the module's ``entry`` computes results in the caller's
-    buffers."""
-    dest = destinations(func.block) if entry else {}
+    buffers, except the ``handed`` ones: those are its parameters' buffers, which the
+    result may not be written to before the parameter's last read."""
+    dest = {v: k for v, k in destinations(func.block).items() if k not in handed} \
+        if entry else {}
     blocks: dict[int, BlockMemory] = {}
     products: dict[int, Epilogue] = {}
     fusible: set[int] = set()

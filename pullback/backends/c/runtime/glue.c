@@ -581,9 +581,29 @@ static void pb_raise(const pb_state *st, const pb_ctx *ctx) {
     }
 }
 
+/* Whether argument j (NumPy array o, read at in[j]) can be written in place: writable,
+ * and sharing no memory with any other argument (then a write to it would change what
+ * the code reads as another). */
+static int pb_can_hand_over(PyObject *const *obj, int j, void *const *in,
+                            const pb_entry *e) {
+    if (!PyArray_ISWRITEABLE((PyArrayObject *)obj[j])) return 0;
+    const char *lo = (const char *)in[j];
+    const char *hi = lo + PyArray_NBYTES((PyArrayObject *)obj[j]);
+    for (int k = 0; k < e->n_in; k++) {
+        if (k == j || e->params[k].nd == 0) continue;
+        const char *a = (const char *)in[k];
+        const npy_intp n = PyArray_NBYTES((PyArrayObject *)obj[k]);
+        if (n > 0 && a < hi && lo < a + n) return 0;
+    }
+    return 1;
+}
+
 /* call(args, form): the arguments in args at the places form gives, read in place; the
- * results allocated here and written by the module's code; NotImplemented when an
- * argument is not of the compiled type and shape (the caller converts and retries). */
+ * results allocated here and written by the module's code, except those that take an
+ * argument over (pb_entry.donor): the argument itself comes back, updated in place, or,
+ * where it cannot be written (read-only, or overlapping another argument), a copy of
+ * it; NotImplemented when an argument is not of the compiled type and shape (the caller
+ * converts and retries). */
 static PyObject *pb_call(PyObject *self, PyObject *const *argv, Py_ssize_t argc) {
     const pb_state *st = (const pb_state *)PyModule_GetState(self);
     const pb_entry *e = st->entry;
@@ -597,7 +617,7 @@ static PyObject *pb_call(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
     if (PyTuple_GET_SIZE(argv[0]) != n_in) Py_RETURN_NOTIMPLEMENTED;
     void *in[n_in + 1], *out[n_out + 1];
     pb_value v[n_in + n_out + 1];
-    PyObject *r[n_out + 1];
+    PyObject *r[n_out + 1], *obj[n_in + 1];
     for (int k = 0; k < n_in; k++) {
         const pb_param *p = &e->params[k];
         Py_ssize_t at = form[2 + 3 * k] | form[3 + 3 * k] << 8;
@@ -618,6 +638,7 @@ static PyObject *pb_call(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
         }
         if (!a) Py_RETURN_NOTIMPLEMENTED;
         in[k] = a;
+        obj[k] = o;
     }
     PyObject *handler = e->big ? PyDataMem_SetHandler(pb_kept_capsule) : NULL;
     int made = 1;
@@ -629,10 +650,19 @@ static PyObject *pb_call(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
             out[k] = &v[n_in + k];
             continue;
         }
+        const int j = e->donor ? e->donor[k] : -1;
+        if (j >= 0 && pb_can_hand_over(obj, j, in, e)) {
+            Py_INCREF(obj[j]);
+            r[k] = obj[j];
+            out[k] = in[j];
+            continue;
+        }
         /* int64_t and npy_intp: one size (the glue builds with -fno-strict-aliasing) */
-        r[k] = PyArray_SimpleNew(p->nd, (const npy_intp *)p->dims, pb_npy[p->type]);
+        r[k] = j >= 0 ? PyArray_NewCopy((PyArrayObject *)obj[j], NPY_CORDER)
+                      : PyArray_SimpleNew(p->nd, (const npy_intp *)p->dims, pb_npy[p->type]);
         if (!r[k]) made = 0;
         else out[k] = PyArray_DATA((PyArrayObject *)r[k]);
+        if (r[k] && j >= 0) in[j] = out[k];
     }
     if (e->big) {
         Py_XDECREF(PyDataMem_SetHandler(handler));

@@ -664,6 +664,8 @@ typedef struct {
     const pb_param *params;   /* the arguments, then the results */
     int (*run)(pb_ctx *ctx, void *const *in, void *const *out);
     pb_pool **pool;           /* the buffers the module's last call left, for the next */
+    const int *donor;         /* per result, the argument whose buffer it is (-1: none;
+                                 NULL: no result is): an argument the caller hands over */
 } pb_entry;
 
 /* The module object (a PyObject *) with the methods call and set_hooks. */
