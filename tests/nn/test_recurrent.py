@@ -125,6 +125,29 @@ def test_compiled_matches_eager(name: str) -> None:
                                sequence_loss(layer, xs, state), rtol=1e-13)
 
 
+@pytest.mark.parametrize("steps", [1, STEPS])
+def test_dtypes_promote_as_in_numpy(steps: int) -> None:
+    """float32 weights keep float32 inputs float32 and turn float64 inputs float64 (the
+    state promotes in the first step), eager and compiled alike."""
+    layer = nn.LSTM.init(pb.random.key(1), IN, HID)
+    run = pb.jit(lambda layer, xs: layer(xs))
+    for dtype in (np.float32, np.float64):
+        xs = RNG.normal(size=(BATCH, steps, IN)).astype(dtype)
+        want, got = layer(xs), run(layer, xs)
+        for g, w in zip(pb.tree_leaves(got), pb.tree_leaves(want), strict=True):
+            assert g.dtype == w.dtype == dtype
+            np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-7)
+
+
+def test_sequence_loop_stays_a_loop() -> None:
+    """The staged program does not grow with the sequence length (an unrolled loop made
+    the gradient of a 100-step LSTM take seconds to stage)."""
+    layer = make("gru")
+    staged = pb.make_ir(lambda layer, xs: layer(xs))
+    lines = {len(str(staged(layer, np.zeros((1, steps, IN)))).splitlines()) for steps in (3, 30)}
+    assert len(lines) == 1
+
+
 @pytest.mark.parametrize("name", LAYERS)
 def test_against_torch(name: str) -> None:
     torch = pytest.importorskip("torch")
