@@ -31,8 +31,10 @@ import _harness as H  # noqa: E402
 import results  # noqa: E402
 
 WORKLOADS = ("eltwise", "mlp", "rnn_loop", "while_ode", "scalar_loop", "dispatch",
-             "cache_hit", "per_example_grads", "batched_newton", "jacobian")
-PACKAGES = ("numpy", "scipy-openblas32", "jax", "jaxlib", "torch", "numba", "autograd")
+             "cache_hit", "per_example_grads", "batched_newton", "jacobian", "train_cnn",
+             "train_lm")
+PACKAGES = ("numpy", "scipy-openblas32", "jax", "jaxlib", "optax", "torch", "numba", "autograd",
+            "scikit-learn")
 ENVIRONMENT = ("PULLBACK_NUM_THREADS", "PULLBACK_GEMM", "OPENBLAS_CORETYPE",
                "OMP_WAIT_POLICY")
 
