@@ -89,6 +89,8 @@ def scale(factor: float) -> GradientTransformation:
 
 
 class ScaleByScheduleState(NamedTuple):
+    """The number of updates made so far (0-d int32), the argument of the schedule."""
+
     count: Any  # 0-d int32: the number of updates made so far
 
 
@@ -120,6 +122,8 @@ def scale_by_learning_rate(learning_rate: float | Schedule, *,
 
 
 class TraceState(NamedTuple):
+    """The momentum buffer, one leaf per parameter with a gradient."""
+
     trace: Updates
 
 
@@ -136,6 +140,8 @@ def trace(decay: float, nesterov: bool = False) -> GradientTransformation:
 
 
 class ScaleByAdamState(NamedTuple):
+    """The step count and Adam's first and second moment estimates."""
+
     count: Any
     mu: Updates
     nu: Updates
@@ -165,6 +171,8 @@ def _inverse_root(v: Any, eps: float, eps_in_sqrt: bool) -> Any:
 
 
 class ScaleByRmsState(NamedTuple):
+    """The moving mean of squared gradients."""
+
     nu: Updates
 
 
@@ -183,6 +191,8 @@ def scale_by_rms(decay: float = 0.9, eps: float = 1e-8, initial_scale: float = 0
 
 
 class ScaleByStddevState(NamedTuple):
+    """The moving means of gradients and of their squares."""
+
     mu: Updates
     nu: Updates
 
@@ -205,6 +215,8 @@ def scale_by_stddev(decay: float = 0.9, eps: float = 1e-8, initial_scale: float 
 
 
 class ScaleByRssState(NamedTuple):
+    """The running sum of squared gradients."""
+
     sum_of_squares: Updates
 
 
@@ -224,6 +236,8 @@ def scale_by_rss(initial_accumulator_value: float = 0.1,
 
 
 class ScaleByLionState(NamedTuple):
+    """Lion's momentum: the moving mean of gradients."""
+
     mu: Updates
 
 

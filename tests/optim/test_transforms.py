@@ -152,3 +152,9 @@ def test_step_count_saturates_instead_of_wrapping():
 def test_nesterov_needs_momentum():
     with pytest.raises(ValueError, match="Nesterov"):
         optim.sgd(0.1, nesterov=True)
+
+
+@pytest.mark.parametrize("name", optim.__all__)
+def test_every_public_name_is_documented(name):
+    doc = getattr(optim, name).__doc__
+    assert doc and doc.strip() and not doc.startswith(f"{name}("), name
