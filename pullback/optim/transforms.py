@@ -74,6 +74,10 @@ def _bias_corrected(moments: Updates, decay: float, count: Any) -> Updates:
     return map_updates(lambda m: m / _like(correction, m), moments)
 
 
+def _scaled(updates: Updates, factor: Any) -> Updates:
+    return map_updates(lambda g: g * _like(factor, g), updates)
+
+
 def _stateless(update: Callable[[Updates, Params], Updates]) -> GradientTransformation:
     return GradientTransformation(lambda params: EmptyState(),
                                   lambda updates, state, params=None:
@@ -85,13 +89,13 @@ def _stateless(update: Callable[[Updates, Params], Updates]) -> GradientTransfor
 
 def scale(factor: float) -> GradientTransformation:
     """Multiply every update by the constant ``factor``."""
-    return _stateless(lambda updates, params: map_updates(lambda g: factor * g, updates))
+    return _stateless(lambda updates, params: _scaled(updates, factor))
 
 
 class ScaleByScheduleState(NamedTuple):
     """The number of updates made so far (0-d int32), the argument of the schedule."""
 
-    count: Any  # 0-d int32: the number of updates made so far
+    count: Any
 
 
 def scale_by_schedule(schedule: Schedule) -> GradientTransformation:
@@ -101,8 +105,7 @@ def scale_by_schedule(schedule: Schedule) -> GradientTransformation:
         return ScaleByScheduleState(np.zeros((), np.int32))
 
     def update(updates: Updates, state: ScaleByScheduleState, params: Params = None):
-        factor = schedule(state.count)
-        updates = map_updates(lambda g: g * _like(factor, g), updates)
+        updates = _scaled(updates, schedule(state.count))
         return updates, ScaleByScheduleState(safe_increment(state.count))
 
     return GradientTransformation(init, update)
@@ -305,7 +308,6 @@ def clip_by_global_norm(max_norm: float) -> GradientTransformation:
     ``max_norm`` (one factor for the whole tree, so directions are kept)."""
 
     def clip(updates: Updates, params: Params) -> Updates:
-        factor = max_norm / np.maximum(global_norm(updates), max_norm)
-        return map_updates(lambda g: g * _like(factor, g), updates)
+        return _scaled(updates, max_norm / np.maximum(global_norm(updates), max_norm))
 
     return _stateless(clip)
