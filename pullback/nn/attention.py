@@ -55,7 +55,8 @@ class MultiheadAttention:
         attention when they are left out; ``value`` defaults to ``key``).  ``mask``: bool
         ``[T, S]`` or ``[B, T, S]``, True where a query may attend; ``causal=True`` also
         hides later positions (query ``t`` sees keys ``0..t``).  A query that may attend
-        nowhere gives NaN, as in torch."""
+        nowhere gets a zero context, so its output is the output bias (torch gives NaN,
+        which a padded batch would spread into the loss and every gradient)."""
         key = query if key is None else key
         value = key if value is None else value
         q = self._heads(_project(query, self.wq, self.bq))
@@ -63,9 +64,14 @@ class MultiheadAttention:
         v = self._heads(_project(value, self.wv, self.bv))
         scores = (q @ np.swapaxes(k, -1, -2)) / np.sqrt(q.shape[-1])
         allowed = _allowed(mask, causal, scores.shape[-2], scores.shape[-1])
-        if allowed is not None:
-            scores = np.where(allowed, scores, -np.inf)
-        context = softmax(scores) @ v
+        if allowed is None:
+            weights = softmax(scores)
+        else:
+            # Hidden scores are the most negative float rather than -inf, so a query that
+            # may attend nowhere has equal scores (not NaN) and then all its weights zeroed.
+            hidden = np.where(allowed, scores, np.finfo(scores.dtype).min)
+            weights = np.where(allowed, softmax(hidden), 0)
+        context = weights @ v
         batch, heads, steps, width = context.shape
         merged = np.transpose(context, (0, 2, 1, 3)).reshape(batch, steps, heads * width)
         return _project(merged, self.wo, self.bo)

@@ -109,6 +109,20 @@ def test_causal() -> None:
     assert not np.allclose(before[:, -1], after[:, -1])
 
 
+def test_query_that_sees_nothing() -> None:
+    """Its context is zero (the output is the output bias), and nothing turns NaN: not
+    the other queries, not the gradient."""
+    mha, (query, key, _) = make(), inputs()
+    mask = some_mask((STEPS, SOURCES))
+    mask[1] = False
+    out = mha(query, key, mask=mask)
+    np.testing.assert_allclose(out[:, 1], np.broadcast_to(mha.bo, (BATCH, DIM)), rtol=1e-15)
+    np.testing.assert_allclose(out, reference(mha, query, key, key,
+                                              np.broadcast_to(mask, (BATCH, STEPS, SOURCES))),
+                               rtol=1e-12, atol=1e-13)
+    assert_grads_match(lambda m, q, k: attention_loss(m, q, k, mask), mha, query, key)
+
+
 def test_init() -> None:
     mha = nn.MultiheadAttention.init(pb.random.key(2), 8, 4)
     assert mha.num_heads == 4
