@@ -158,3 +158,14 @@ def test_nesterov_needs_momentum():
 def test_every_public_name_is_documented(name):
     doc = getattr(optim, name).__doc__
     assert doc and doc.strip() and not doc.startswith(f"{name}("), name
+
+
+def test_init_compiled_equals_init_eager():
+    params = {"w": np.ones((2, 2), np.float32), "n": np.arange(3), "bias": None}
+    opt = optim.chain(optim.adagrad(0.1), optim.rmsprop(optim.cosine_decay(0.1, 5),
+                                                        centered=True, momentum=0.9))
+    eager, compiled = opt.init(params), pb.jit(opt.init, backend="interp")(params)
+    (want, want_tree), (got, got_tree) = pb.tree_flatten(eager), pb.tree_flatten(compiled)
+    assert got_tree == want_tree and len(want) == 5  # 3 accumulators, the count, a trace
+    for g, w in zip(got, want, strict=True):
+        assert np.asarray(g).dtype == np.asarray(w).dtype and np.array_equal(g, w)
