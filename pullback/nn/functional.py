@@ -109,6 +109,8 @@ def _pool(x: Any, window: int | tuple, stride: int | tuple | None, padding: int 
     n = len(window)
     strides = window if stride is None else per_dim(stride, n, "stride")
     pads = per_dim(padding, n, "padding")
+    if strides == window and not any(pads):
+        return _tiled_pool(x, window, combine)
     for d in range(n):
         axis = np.ndim(x) - n + d
         k, s, p = window[d], strides[d], pads[d]
@@ -127,6 +129,23 @@ def _pool(x: Any, window: int | tuple, stride: int | tuple | None, padding: int 
             out = combine(out, x[lead + (slice(i, i + span, s),)])
         x = out
     return x
+
+
+def _tiled_pool(x: Any, window: tuple[int, ...], combine: Callable[[Any, Any], Any]) -> Any:
+    """Windows that tile the axes (stride = window, no padding): each axis split in two,
+    the window's elements reduced at once (one pass instead of a slice per element)."""
+    lead = np.ndim(x) - len(window)
+    shape, split, crop = list(np.shape(x)[:lead]), [], [slice(None)] * lead
+    for d, k in enumerate(window):
+        count = np.shape(x)[lead + d] // k
+        if count < 1:
+            raise ValueError(f"pool: window {k} larger than the axis {np.shape(x)[lead + d]}")
+        shape += [count, k]
+        split.append(lead + 2 * d + 1)
+        crop.append(slice(0, count * k))
+    tiles = x[tuple(crop)].reshape(shape)
+    reduce = np.max if combine is np.maximum else np.sum
+    return reduce(tiles, axis=tuple(split))
 
 
 def max_pool(x: Any, window: int | tuple, stride: int | tuple | None = None,

@@ -218,7 +218,8 @@ def test_pools(name: str, mode: str) -> None:
     layer = (nn.MaxPool2d if mode == "max" else nn.AvgPool2d)(kernel, stride, padding)
     assert pb.tree_leaves(layer) == []
     x = RNG.normal(size=(2, 3, 6, 7))
-    np.testing.assert_allclose(layer(x), pool_reference(x, *reference, mode), rtol=1e-14)
+    np.testing.assert_allclose(layer(x), pool_reference(x, *reference, mode), rtol=1e-14,
+                               atol=1e-14)
     assert_compiled_matches(layer, x)
     weights = RNG.normal(size=layer(x).shape)
     assert_grads_match(lambda v: np.sum(layer(v) * weights), x)

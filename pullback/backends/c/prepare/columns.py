@@ -87,7 +87,9 @@ def _links(eqn: Eqn) -> tuple[list[Atom], bool] | None:
         dims = tuple(eqn.params["dims"])
         if dims and dims[-1] == len(shape) - 1:
             return [out, x], x.type.shape[-1] != shape[-1]
-        return [out], x.type.shape != ()
+        # spread along the last axis: that pays for a record's own value (``keepdims``),
+        # not for a value of another axis (an image's channel bias spread over its rows)
+        return [out], x.type.shape != () and dims == tuple(range(len(shape) - 1))
     if name == "reshape":
         x = eqn.inputs[0]
         if shape == x.type.shape + (1,):
