@@ -4,6 +4,7 @@ The weights follow torch's layout transposed to ``[in, out]`` (as ``Linear`` kee
 ``w_ih [input, G*H]``, ``w_hh [H, G*H]``, biases ``[G*H]``, the ``G`` gates side by side
 in torch's order (LSTM i, f, g, o; GRU r, z, n), so a torch checkpoint loads by
 transposing.  Each step is one fused product per weight; the gates are slices of it.
+A cell steps a batch ``x [B, F]``, state ``[B, H]``, or one example (``[F]``, ``[H]``).
 
 A sequence layer is a Python ``for`` loop over the time axis that writes each step's
 output into a preallocated array.  Staged, that loop stays a loop (a list of outputs
@@ -105,10 +106,10 @@ class LSTMCell(_Cell):
         h, c = state
         n = self.hidden_size
         z = self._input_part(x) + self._hidden_part(h)
-        i = sigmoid(z[:, :n])
-        f = sigmoid(z[:, n:2 * n])
-        g = np.tanh(z[:, 2 * n:3 * n])
-        o = sigmoid(z[:, 3 * n:])
+        i = sigmoid(z[..., :n])
+        f = sigmoid(z[..., n:2 * n])
+        g = np.tanh(z[..., 2 * n:3 * n])
+        o = sigmoid(z[..., 3 * n:])
         c = f * c + i * g
         return o * np.tanh(c), c
 
@@ -125,9 +126,9 @@ class GRUCell(_Cell):
         n = self.hidden_size
         gi = self._input_part(x)
         gh = self._hidden_part(h)
-        rz = sigmoid(gi[:, :2 * n] + gh[:, :2 * n])
-        r, z = rz[:, :n], rz[:, n:]
-        candidate = np.tanh(gi[:, 2 * n:] + r * gh[:, 2 * n:])
+        rz = sigmoid(gi[..., :2 * n] + gh[..., :2 * n])
+        r, z = rz[..., :n], rz[..., n:]
+        candidate = np.tanh(gi[..., 2 * n:] + r * gh[..., 2 * n:])
         return (1 - z) * candidate + z * h
 
 

@@ -6,6 +6,7 @@ small LSTM language model compiled for C both ways round (jit of grad, grad of j
 from __future__ import annotations
 
 import dataclasses
+import operator
 from typing import Any
 
 import numpy as np
@@ -75,6 +76,19 @@ def test_layer_matches_reference(name: str) -> None:
         np.testing.assert_allclose(ys, want_ys, rtol=1e-12, atol=1e-14)
         for got, want in zip(pb.tree_leaves(last), pb.tree_leaves(want_last), strict=True):
             np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("name", LAYERS)
+def test_cell_on_one_example(name: str) -> None:
+    """A cell steps an unbatched ``x [F]`` and state ``[H]`` as it steps a batch's row."""
+    cell = make(name).cell
+    x, state = RNG.normal(size=(BATCH, IN)), random_state(name)
+    batched = pb.tree_leaves(cell(x, state))
+    for b in range(BATCH):
+        row = pb.tree_map(operator.itemgetter(b), state)
+        alone = pb.tree_leaves(cell(x[b], row))
+        for got, want in zip(alone, batched, strict=True):
+            np.testing.assert_allclose(got, want[b], rtol=1e-14, atol=1e-15)
 
 
 @pytest.mark.parametrize("name", LAYERS)
