@@ -504,3 +504,19 @@ def test_tree_functions_inside_compiled_code():
     out, total, frozen = pb.jit(scaled)(_layer(), 3.0)
     np.testing.assert_array_equal(out.w, _layer().w * 4)
     assert out.stride == 2 and total == pytest.approx(_layer().w.sum()) and frozen == [False, True]
+
+
+_CONSTANT = {"w": np.array([1.0, 2.0])}
+
+
+def test_tree_map_of_compile_time_values_stages_the_function():
+    """Nothing run-time among the trees: the function (written in compiled code) is still
+    staged, not called natively; so are pb.optim's helpers that map over trees."""
+    from pullback.optim.base import map_updates
+
+    def f(x):
+        return pb.tree_map(lambda a: a * x, _CONSTANT), map_updates(lambda g: 2 * g, _CONSTANT)
+
+    scaled, doubled = pb.jit(f)(np.float64(3.0))
+    np.testing.assert_array_equal(scaled["w"], [3.0, 6.0])
+    np.testing.assert_array_equal(doubled["w"], [2.0, 4.0])

@@ -70,7 +70,8 @@ class CallMixin(Staging):
         staging = getattr(type(fn), "__pb_stage__", None)
         if staging is not None:  # pullback's own transforms (grad, jvp, ...)
             return staging(fn, self, args, kwargs)
-        if _from_pullback(fn) and not (has_ref(args) or has_ref(kwargs)):
+        if _from_pullback(fn) and fn not in _HANDLERS and not (has_ref(args) or
+                                                                has_ref(kwargs)):
             return self.adopt(users_call(fn, *args, **kwargs))  # pb.grad(f), pb.custom_vjp(f) ...
         if isinstance(fn, StagedFunction):
             return self.stage_call(fn, args, kwargs)
@@ -284,10 +285,15 @@ class CallMixin(Staging):
             self.frame, self.src, _ = saved
 
 
+#: pullback's library layers: plain Python + NumPy, staged like the user's code.
+_LIBRARY = ("pullback.nn", "pullback.optim", "pullback.train")
+
+
 def _from_pullback(fn: Any) -> bool:
     """pullback's own API (transforms, custom rules): made at compile time, natively."""
     module = getattr(fn, "__module__", None)
     return isinstance(module, str) and module.split(".")[0] == "pullback" and \
+        not module.startswith(_LIBRARY) and \
         isinstance(fn, (type, types.FunctionType))
 
 
