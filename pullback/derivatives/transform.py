@@ -44,7 +44,7 @@ class Transform:
     def jitted(self) -> Jitted:
         """``pb.jit`` of this transform: what a call from plain Python runs."""
         if self._jitted is None:
-            self._jitted = Jitted(self, (), None)
+            self._jitted = Jitted(self, (), _backend_of(self.fn))
         return self._jitted
 
     @public
@@ -57,6 +57,14 @@ class Transform:
 
     def __pb_stage__(self, st: Stager, args: list, kwargs: dict) -> Any:
         raise NotImplementedError
+
+
+def _backend_of(fn: Callable) -> str | None:
+    """The backend of the ``pb.jit`` a chain of transforms ends in (``pb.grad(pb.jit(f,
+    backend="c"))`` runs on C), else None: the default."""
+    while isinstance(fn, Transform):
+        fn = fn.fn
+    return fn.backend if isinstance(fn, Jitted) else None
 
 
 def stage_optimised(st: Stager, fn: Callable, args: list, kwargs: dict) -> SubFunction:

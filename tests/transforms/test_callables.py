@@ -263,3 +263,16 @@ def test_a_composition_through_jit_is_the_direct_computation():
             (pb.grad(pb.checkpoint(jitted)), pb.grad(pb.checkpoint(_loop_sum))),
             (lambda x: jitted(x) * 2.0, lambda x: _loop_sum(x) * 2.0)]:
         assert text(composed) == text(direct)
+
+
+def test_a_transform_of_a_jitted_function_runs_on_its_backend():
+    """``pb.grad(pb.jit(f, backend=...))`` runs on that backend whatever the default
+    (the suite's is the interpreter)."""
+    def f(x):
+        return np.sum(np.sin(x))
+
+    for backend in ("c", "interp"):
+        for t in (pb.grad(pb.jit(f, backend=backend)),
+                  pb.jacfwd(pb.grad(pb.jit(f, backend=backend)))):
+            assert t.jitted().backend == backend
+    np.testing.assert_allclose(pb.grad(pb.jit(f, backend="c"))(np.ones(3)), np.cos(np.ones(3)))
