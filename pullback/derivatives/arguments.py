@@ -122,11 +122,13 @@ class Args:
 
     def varied(self, nums: Sequence[int], who: str) -> list[bool]:
         """Which operands are differentiated: the float leaves of the ``nums`` arguments
-        (their integer leaves get no derivative); an argument with no float leaf is
-        refused."""
+        (their integer leaves get no derivative); an argument with leaves but no float
+        leaf is refused (one without leaves has its structure as its gradient)."""
         varied = [False] * len(self.sub.operands)
         for k in nums:
             leaves = self.sub.arg_leaves[k]
+            if not leaves:  # a tree without leaves (a layer of configuration alone)
+                continue
             if not any(isinstance(x, Ref) for x in leaves):
                 shown = leaves[0] if len(leaves) == 1 else self.sub.arg_trees[k]
                 raise CompileError(
@@ -141,8 +143,8 @@ class Args:
             if not floats:
                 types = ", ".join(str(x.type) for x in leaves if isinstance(x, Ref))
                 raise CompileError(
-                    f"{who}: argument {k} holds only integer, boolean or frozen values "
-                    f"({types}); "
+                    f"{who}: argument {k} holds only integer or boolean values or frozen "
+                    f"fields ({types}); "
                     "derivatives are taken with respect to floating-point values",
                     hint="convert it with .astype(np.float64), or leave it out of argnums")
             for q in floats:

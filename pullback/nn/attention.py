@@ -6,6 +6,7 @@ them: torch's ``in_proj_weight`` is ``concat(wq.T, wk.T, wv.T)``, ``out_proj.wei
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any
 
 import numpy as np
@@ -62,7 +63,7 @@ class MultiheadAttention:
         q = self._heads(_project(query, self.wq, self.bq))
         k = self._heads(_project(key, self.wk, self.bk))
         v = self._heads(_project(value, self.wv, self.bv))
-        scores = (q @ np.swapaxes(k, -1, -2)) / np.sqrt(q.shape[-1])
+        scores = (q @ np.swapaxes(k, -1, -2)) / math.sqrt(q.shape[-1])  # a Python float: weak
         allowed = _allowed(mask, causal, scores.shape[-2], scores.shape[-1])
         if allowed is None:
             weights = softmax(scores)
