@@ -42,7 +42,8 @@ def named_arrays(tree: Any, prefix: str = "") -> dict[str, np.ndarray]:
 
 def pullback_step(loss: Callable, optimiser: Any, model: Any) -> Step:
     """``pb.jit`` of loss -> value_and_grad -> optimiser update -> apply_updates, its
-    results kept for the next call."""
+    results kept for the next call; the parameters and optimiser state are donated (updated
+    in place), starting from a copy of ``model``."""
     import pullback as pb
 
     def train_step(model, opt_state, x, y):
@@ -50,7 +51,8 @@ def pullback_step(loss: Callable, optimiser: Any, model: Any) -> Step:
         updates, opt_state = optimiser.update(grads, opt_state, model)
         return value, pb.optim.apply_updates(model, updates), opt_state
 
-    compiled = pb.jit(train_step, backend="c")
+    compiled = pb.jit(train_step, backend="c", donate_argnums=(0, 1))
+    model = pb.tree_map(np.copy, model)
     state = [model, optimiser.init(model)]
 
     def step(batch: tuple) -> Any:
