@@ -43,12 +43,15 @@ BATCH = 32
 EVAL_BATCHES = 16  # held-out windows: 16 fixed batches of 32
 
 # Per model: default steps, and the held-out loss (nats/char) that those steps must beat.
-# The thresholds leave a margin above what the runs here reached (see examples/README.md).
+# Measured here (seed 0, one thread, about 0.13 s a step for the LSTM and 0.27 s for the
+# transformer): the LSTM reaches 1.58 after 800 steps, the transformer 1.93 after 600; the
+# thresholds leave a margin of about 0.2.
 SETTINGS = {
-    "lstm": {"steps": 1000, "threshold": 2.0},
-    "transformer": {"steps": 600, "threshold": 2.0},
+    "lstm": {"steps": 800, "threshold": 1.8},
+    "transformer": {"steps": 600, "threshold": 2.1},
 }
-QUICK = {"steps": 150, "threshold": 3.3}  # --quick: a smoke run, clearly below log(96)=4.56
+# --quick: a smoke run (150 steps: LSTM 2.01, transformer 2.39), well below log(96) = 4.56
+QUICK = {"steps": 150, "threshold": 2.8}
 
 
 def encode(text: str) -> np.ndarray:
@@ -140,10 +143,12 @@ class TransformerLM:
 
 
 def make_model(name: str, key: np.ndarray):
+    """The model and its optimiser (constant learning rates: with these short runs a
+    warm-up and cosine decay ended higher, 2.15 instead of 1.93 for the transformer)."""
+    clip = optim.clip_by_global_norm(1.0)
     if name == "lstm":
-        return LSTMLM.init(key), optim.chain(optim.clip_by_global_norm(1.0), optim.adam(2e-3))
-    return TransformerLM.init(key), optim.chain(optim.clip_by_global_norm(1.0),
-                                                optim.adamw(1e-3, weight_decay=0.01))
+        return LSTMLM.init(key), optim.chain(clip, optim.adam(2e-3))
+    return TransformerLM.init(key), optim.chain(clip, optim.adamw(1e-3, weight_decay=0.01))
 
 
 def loss_fn(model, x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -194,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true",
                         help=f"a {QUICK['steps']}-step smoke run, loss below "
                              f"{QUICK['threshold']}")
-    parser.add_argument("--log-every", type=int, default=250)
+    parser.add_argument("--log-every", type=int, default=200)
     parser.add_argument("--temperature", type=float, default=0.7, help="0: greedy")
     parser.add_argument("--sample-chars", type=int, default=160)
     parser.add_argument("--seed", type=int, default=0)
