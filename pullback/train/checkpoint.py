@@ -81,13 +81,38 @@ def _encode(value: Any) -> Any:
     if cls is tuple:
         items = [_encode(v) for v in value]
         return _ABSENT if any(i is _ABSENT for i in items) else {"tuple": items}
+    if callable(value) and _resolve(name := _function_name(value)) is value:
+        return {"function": name}  # an activation of a Lambda layer, np.tanh ...
     return _ABSENT
+
+
+def _function_name(fn: Any) -> str:
+    return f"{getattr(fn, '__module__', None)}:{getattr(fn, '__qualname__', None)}"
+
+
+def _resolve(name: str) -> Any:
+    """The object ``module:qualname`` names (None if there is none: a lambda, a function
+    defined in another function, a module not importable)."""
+    module, _, qualname = name.partition(":")
+    try:
+        obj: Any = importlib.import_module(module)
+        for part in qualname.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError, ValueError):
+        return None
+    return obj
 
 
 def _decode(data: Any) -> Any:
     if isinstance(data, dict):
         if "float" in data:
             return struct.unpack("<d", bytes.fromhex(data["float"]))[0]
+        if "function" in data:
+            fn = _resolve(data["function"])
+            if fn is None:
+                raise ValueError(f"pb.train.load: the file names the function "
+                                 f"{data['function']}, which cannot be imported here")
+            return fn
         return tuple(_decode(v) for v in data["tuple"])
     return data
 
@@ -126,7 +151,8 @@ def _describe(obj: Any, path: str, arrays: list[np.ndarray]) -> dict:
             if static[name] is _ABSENT:
                 raise TypeError(f"pb.train.save: the static field {path}.{name} holds "
                                 f"{value!r}; a file stores static fields as int, float, str, "
-                                f"bool, None or tuples of those")
+                                f"bool, None, functions importable by name (not lambdas or "
+                                f"local functions) or tuples of those")
         return {"kind": kind, "class": _class_name(type(obj)), "fields": fields,
                 "static": static}
     if kind == "python":
