@@ -316,3 +316,20 @@ def test_conv_empty_sizes():
         _conv_case((2, 3, 5), (2, 3, 2), np.float64, 7, padding=((-2, -2),)),
     ]
     check(cases)
+
+
+def test_a_select_reading_memory_in_an_unrolled_nest():
+    """gcc 12's vectoriser read ``c ? x[i] : 0`` in a fully unrolled 8x8 nest as masked
+    loads with the first eight lanes' mask for all 64 (the weight gradient of a conv of a
+    ReLU was 60% off): selects are branch-free blends of both operands."""
+    import pullback as pb
+
+    def loss(w, h, r):
+        return np.sum(pb.nn.functional.conv(np.where(h > 0, h, 0), w, padding=1) * r)
+
+    rng = np.random.default_rng(0)
+    h, r = (rng.random((1, 1, 8, 8)).astype(np.float32) - 0.5 for _ in range(2))
+    w = rng.random((1, 1, 3, 3)).astype(np.float32) - 0.5
+    got = pb.jit(pb.grad(loss), backend="c")(w, h, r)
+    want = pb.jit(pb.grad(loss), backend="interp")(w, h, r)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)

@@ -155,10 +155,9 @@ class _C(ExprPrinter):
 
     def op(self, e: L.Op) -> str:
         args = [self.expr(a) for a in e.args]
-        if e.name == "select":
-            if self.vector and e.dtype.is_float:
-                return f"{_math('pb_blend', e.dtype)}({args[0]}, {args[1]}, {args[2]})"
-            return f"({args[0]} ? {args[1]} : {args[2]})"
+        if e.name == "select":  # runtime.h's blends: both operands read, no branch
+            blend = _math("pb_blend", e.dtype) if e.dtype.is_float else f"pb_blend_{e.dtype.name}"
+            return f"{blend}({args[0]}, {args[1]}, {args[2]})"
         if e.name == "convert":
             return _convert(args[0], e.dtype, e.out)
         if e.name == "log2" and e.dtype.is_float and not self.vector:  # scalar code

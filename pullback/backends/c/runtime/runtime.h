@@ -330,8 +330,10 @@ static int64_t pb_ipow(int64_t base, int64_t exp) {
     return (int64_t)r;
 }
 
-/* select on floats in vector loops, without a branch: gcc does not vectorise a loop whose
-   float ternaries it turns into control flow.  Bit for bit what the ternary gives. */
+/* select without a branch, both operands read: gcc does not vectorise a loop whose float
+   ternaries it turns into control flow, and gcc 12's vectoriser turns `c ? x[i] : 0`
+   in an unrolled loop nest into masked loads with the wrong mask (a ReLU's operand read
+   as zeros).  Bit for bit what the ternary gives. */
 #define PB_BLEND(name, T, U)                                   \
     static inline T name(int c, T a, T b) {                    \
         U m = -(U)(c != 0), x, y, r;                           \
@@ -344,6 +346,9 @@ static int64_t pb_ipow(int64_t base, int64_t exp) {
     }
 PB_BLEND(pb_blend, double, uint64_t)
 PB_BLEND(pb_blendf, float, uint32_t)
+PB_BLEND(pb_blend_int64, int64_t, uint64_t)
+PB_BLEND(pb_blend_int32, int32_t, uint32_t)
+PB_BLEND(pb_blend_bool, uint8_t, uint8_t)
 
 /* Small whole powers as products: libm's pow does not vectorise.  x*x is pow(x, 2) to
    the bit; a cube or a fourth power may differ from pow by an ulp. */
