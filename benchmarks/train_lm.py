@@ -58,7 +58,7 @@ def corpus_batches(n: int = 10) -> list[tuple[np.ndarray, np.ndarray]]:
     ids = np.where(codes == 10, 0, codes.astype(np.int64) - 31)
     starts = np.random.default_rng(0).integers(0, len(ids) - CONTEXT, (n, BATCH))
     windows = ids[starts[:, :, None] + np.arange(CONTEXT + 1)]
-    return [(w[:, :-1], w[:, 1:]) for w in windows]
+    return [(np.ascontiguousarray(w[:, :-1]), np.ascontiguousarray(w[:, 1:])) for w in windows]
 
 
 BATCHES = corpus_batches()
