@@ -57,11 +57,18 @@ def _entry(obj: Any, module: str) -> str:
     return f"`{prefix}.{own}`{also}"
 
 
+def _listed() -> list[Any]:
+    """The mapped callables a user calls: not pullback's private helpers registered onto
+    primitives (``pb.nn``'s staged conv and erf)."""
+    return [obj for obj in CALLABLES if not (_module(obj).startswith("pullback.")
+                                             and _name(obj).startswith("_"))]
+
+
 def callables_by_module() -> dict[str, list[str]]:
     """Entries of the mapped callables, grouped by the module that defines them."""
     load_installed()
     groups: dict[str, list[Any]] = defaultdict(list)
-    for obj in CALLABLES:
+    for obj in _listed():
         groups[_module(obj)].append(obj)
     order = [m for m in _MODULE_ORDER if m in groups] + sorted(set(groups) - set(_MODULE_ORDER))
     return {
@@ -84,7 +91,7 @@ def render() -> str:
         "Generated from the registries of `pullback/numpy_api/` by",
         "`python -m pullback.numpy_api.coverage > docs/numpy_coverage.md`; do not edit.",
         "",
-        f"**{len(CALLABLES)} distinct callables** ({counts}), {len(METHODS)} ndarray methods, "
+        f"**{len(_listed())} distinct callables** ({counts}), {len(METHODS)} ndarray methods, "
         f"{len(ATTRIBUTES)} ndarray attributes, {len(OPERATORS)} Python operators.",
         "",
     ]
