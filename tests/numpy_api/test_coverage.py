@@ -18,13 +18,13 @@ def test_document_is_current():
 
 def test_enough_callables_are_mapped():
     assert len(CALLABLES) >= 150
-    assert f"**{len(CALLABLES)} distinct callables**" in coverage.render()
+    assert f"**{len(coverage._listed())} distinct callables**" in coverage.render()
 
 
 def test_every_callable_is_listed_once_under_its_module():
     groups = coverage.callables_by_module()
-    private = [o for o in CALLABLES if getattr(o, "__module__", "").startswith("pullback.")
-               and o.__name__.startswith("_")]  # helpers registered onto primitives
+    private = [o for o in CALLABLES if (getattr(o, "__module__", None) or "").startswith(
+        "pullback.") and o.__name__.startswith("_")]  # helpers registered onto primitives
     assert sum(len(v) for v in groups.values()) == len(CALLABLES) - len(private)
     assert not any("._" in e for v in groups.values() for e in v)
     assert list(groups)[:2] == ["numpy", "numpy.linalg"]
