@@ -1,7 +1,7 @@
 """Every workload against every installed peer, and the results as markdown.
 
     python -m benchmarks [--quick] [--only eltwise,mlp] [--threads 1|2|both]
-                         [--systems numpy,jax] [--results PATH]
+                         [--systems numpy,jax] [--results PATH] [--section training]
 
 Each workload script (``benchmarks/<name>.py``) runs in turn, its tables printed as it
 goes; then ``benchmarks/RESULTS.md`` gets a summary (per measurement: pullback, the best
@@ -47,6 +47,8 @@ def main() -> int:
                    help="thread counts (default: both, or 1 with --quick)")
     p.add_argument("--systems", default=None, help="peers to run (the scripts' --only)")
     p.add_argument("--results", default=str(results.PATH), help="markdown to write")
+    p.add_argument("--section", default="workloads", choices=results.ORDER[:-1],
+                   help="the section of the markdown these results replace")
     args = p.parse_args()
     names = [n for n in args.only.split(",") if n]
     unknown = sorted(set(names) - set(WORKLOADS))
@@ -62,7 +64,7 @@ def main() -> int:
             failed.append(name)
     text = _markdown(runs, args.quick, threads, time.perf_counter() - start)
     path = Path(args.results)
-    results.write_section("workloads", text, path)
+    results.write_section(args.section, text, path)
     print(f"\nwrote {path} ({time.perf_counter() - start:.0f} s)"
           + (f"; failed: {', '.join(failed)}" if failed else ""))
     return 1 if failed else 0

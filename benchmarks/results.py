@@ -1,6 +1,7 @@
 """``benchmarks/RESULTS.md``: one section per command that writes it (the workloads of
-``python -m benchmarks``, the evals of ``python -m benchmarks.gradbench``), each
-rewritten by its own command and kept by the others."""
+``python -m benchmarks``, the training steps of ``python -m benchmarks --only
+train_cnn,train_lm --section training``, the evals of ``python -m benchmarks.gradbench``),
+each rewritten by its own command and kept by the others."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import re
 from pathlib import Path
 
 PATH = Path(__file__).resolve().with_name("RESULTS.md")
-ORDER = ("workloads", "gradbench")
+ORDER = ("workloads", "training", "gradbench")
 
 
 def write_section(name: str, text: str, path: Path = PATH) -> None:
