@@ -468,6 +468,7 @@ def test_recursive_power_with_dynamic_exponent():
     np.testing.assert_allclose(g, 11 * x**10, rtol=1e-12)
 
 
+@pytest.mark.slow  # 42 s: each of five transforms stages the recursion's derivative anew
 def test_adaptive_simpson():
     a, b = np.float64(0.8), np.float64(1.7)
     da, db = check_grad(adaptive_simpson, a, b, 1e-7, argnums=(0, 1), rtol=1e-5)
