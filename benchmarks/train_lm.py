@@ -10,8 +10,8 @@ Adam (2e-3) after clipping to global norm 1.  Both: cross-entropy with integer l
 mean over the 32 x 64 predictions.
 
 A step is the loss, its gradient, the clipping and the optimiser update, in one compiled
-function where the system has one: ``pb.jit`` of pb.nn / pb.optim code (the LSTM a Python
-loop over time), ``jax.jit`` of jax.numpy with Optax (``jax.nn.dot_product_attention``;
+function where the system has one: ``pb.jit`` of pb.nn / pb.optim code (the models,
+loss and optimisers of ``examples/char_lm.py``; the LSTM a Python loop over time), ``jax.jit`` of jax.numpy with Optax (``jax.nn.dot_product_attention``;
 the LSTM as ``lax.scan``), torch eager (``nn.MultiheadAttention``, ``nn.LSTM``, the
 optimiser with ``foreach`` and with ``fused``) and ``torch.compile`` of the whole step
 (not with ``--quick``).  Every system starts from pullback's initial parameters (key 0,
@@ -31,7 +31,7 @@ import _harness as H
 
 args = H.setup("train_lm")
 
-import dataclasses  # noqa: E402
+import sys  # noqa: E402
 import sysconfig  # noqa: E402
 from pathlib import Path  # noqa: E402
 
@@ -39,13 +39,14 @@ import _training as T  # noqa: E402
 import numpy as np  # noqa: E402
 
 import pullback as pb  # noqa: E402
-from pullback import nn, optim  # noqa: E402
 
-VOCAB, CONTEXT, BATCH, DIM, HEADS, LAYERS, HIDDEN = 96, 64, 32, 128, 4, 2, 256
+# The models, their loss and optimisers are the example's (examples/char_lm.py).
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
+import char_lm as LM  # noqa: E402
+
+VOCAB, CONTEXT, BATCH, DIM, HEADS, HIDDEN = LM.VOCAB, LM.CONTEXT, LM.BATCH, 128, 4, 256
+LR, WEIGHT_DECAY, CLIP, LAYERS = LM.LR, LM.WEIGHT_DECAY, LM.CLIP, LM.LAYERS
 CORPUS_CHARS = 3_000_000
-CLIP = 1.0
-LR = {"transformer": 1e-3, "lstm": 2e-3}
-WEIGHT_DECAY = 0.01  # transformer (AdamW)
 
 
 def corpus_batches(n: int = 10) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -62,82 +63,18 @@ def corpus_batches(n: int = 10) -> list[tuple[np.ndarray, np.ndarray]]:
 
 
 BATCHES = corpus_batches()
+PB = {name: LM.make_model(name, pb.random.key(0)) for name in ("transformer", "lstm")}
+pb_loss = LM.loss_fn
 
 
-# ------------------------------------------------------------------ pullback
-@dataclasses.dataclass
-class Block:
-    """Pre-LN: x + attention(LN(x)), then x + MLP(LN(x))."""
-
-    ln1: nn.LayerNorm
-    attn: nn.MultiheadAttention
-    ln2: nn.LayerNorm
-    mlp_in: nn.Linear
-    mlp_out: nn.Linear
-
-    @classmethod
-    def init(cls, key: np.ndarray) -> Block:
-        k1, k2, k3 = pb.random.split(key, 3)
-        return cls(nn.LayerNorm.init(DIM), nn.MultiheadAttention.init(k1, DIM, HEADS),
-                   nn.LayerNorm.init(DIM), nn.Linear.init(k2, DIM, 4 * DIM),
-                   nn.Linear.init(k3, 4 * DIM, DIM))
-
-    def __call__(self, x: np.ndarray) -> np.ndarray:
-        x = x + self.attn(self.ln1(x), causal=True)
-        return x + self.mlp_out(nn.gelu(self.mlp_in(self.ln2(x))))
+def _arrays(model) -> dict[str, np.ndarray]:
+    """The model's arrays by path, the MLP's two Linear layers named as the peers name
+    them (``mlp.layers.0`` -> ``mlp_in``, ``mlp.layers.2`` -> ``mlp_out``)."""
+    return {k.replace("mlp.layers.0", "mlp_in").replace("mlp.layers.2", "mlp_out"): v
+            for k, v in T.named_arrays(model).items()}
 
 
-@dataclasses.dataclass
-class TransformerLM:
-    embed: nn.Embedding
-    pos: nn.Embedding
-    blocks: tuple[Block, ...]
-    ln: nn.LayerNorm
-    head: nn.Linear
-
-    @classmethod
-    def init(cls, key: np.ndarray) -> TransformerLM:
-        keys = pb.random.split(key, LAYERS + 3)
-        return cls(nn.Embedding.init(keys[0], VOCAB, DIM), nn.Embedding.init(keys[1], CONTEXT, DIM),
-                   tuple(Block.init(k) for k in keys[3:]), nn.LayerNorm.init(DIM),
-                   nn.Linear.init(keys[2], DIM, VOCAB))
-
-    def __call__(self, ids: np.ndarray) -> np.ndarray:
-        x = self.embed(ids) + self.pos(np.arange(ids.shape[1]))
-        for block in self.blocks:
-            x = block(x)
-        return self.head(self.ln(x))
-
-
-@dataclasses.dataclass
-class LSTMLM:
-    embed: nn.Embedding
-    lstm: nn.LSTM
-    head: nn.Linear
-
-    @classmethod
-    def init(cls, key: np.ndarray) -> LSTMLM:
-        k1, k2, k3 = pb.random.split(key, 3)
-        return cls(nn.Embedding.init(k1, VOCAB, DIM), nn.LSTM.init(k2, DIM, HIDDEN),
-                   nn.Linear.init(k3, HIDDEN, VOCAB))
-
-    def __call__(self, ids: np.ndarray) -> np.ndarray:
-        hs, _ = self.lstm(self.embed(ids))
-        return self.head(hs)
-
-
-def pb_loss(model, ids: np.ndarray, targets: np.ndarray) -> np.ndarray:
-    logits = model(ids)
-    return nn.softmax_cross_entropy_with_integer_labels(logits.reshape(-1, VOCAB),
-                                                        targets.reshape(-1))
-
-
-PB = {"transformer": (TransformerLM.init(pb.random.key(0)),
-                      optim.chain(optim.clip_by_global_norm(CLIP),
-                                  optim.adamw(LR["transformer"], weight_decay=WEIGHT_DECAY))),
-      "lstm": (LSTMLM.init(pb.random.key(0)),
-               optim.chain(optim.clip_by_global_norm(CLIP), optim.adam(LR["lstm"])))}
-ARRAYS = {name: T.named_arrays(model) for name, (model, _) in PB.items()}
+ARRAYS = {name: _arrays(model) for name, (model, _) in PB.items()}
 
 # ------------------------------------------------------------------ torch: the reference
 torch = H.optional("torch")
