@@ -6,6 +6,7 @@ same array twice)."""
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import numpy as np
 import pytest
@@ -114,3 +115,23 @@ def test_donated_arguments_in_loops_and_branches():
 def test_donate_argnums_are_checked():
     with pytest.raises(ValueError, match="donate_argnums"):
         pb.jit(loss, donate_argnums=3)
+
+
+def test_an_adam_step_is_one_kernel_per_leaf_in_place():
+    """loss -> grad -> Adam -> apply_updates: each parameter's first and second moments
+    and the parameter itself are written by one kernel, into the arrays handed over
+    (the schedule's scalars do not split it)."""
+    opt = pb.optim.adam(pb.optim.cosine_decay(1e-2, 100))
+
+    def step(p, state, x, y):
+        g = pb.grad(loss)(p, x, y)
+        updates, state = opt.update(g, state, p)
+        return pb.optim.apply_updates(p, updates), state
+
+    p, _, x, y = _data()
+    lowered = pb.jit(step, backend="c", donate_argnums=(0, 1)).lower(p, opt.init(p), x, y)
+    kernels = lowered.loops.split("kernel ")[1:]
+    writes = [sorted(set(re.findall(r"\b(q\d+)\[i\] =", k))) for k in kernels]
+    updates = [w for w in writes if len(w) == 3]
+    assert len(updates) == 2, writes  # w and b: mu, nu and the parameter each
+    assert len({q for w in updates for q in w}) == 6
