@@ -11,8 +11,9 @@ mean over the 32 x 64 predictions.
 
 A step is the loss, its gradient, the clipping and the optimiser update, in one compiled
 function where the system has one: ``pb.jit`` of pb.nn / pb.optim code (the models,
-loss and optimisers of ``examples/char_lm.py``; the LSTM a Python loop over time), ``jax.jit`` of jax.numpy with Optax (``jax.nn.dot_product_attention``;
-the LSTM as ``lax.scan``), torch eager (``nn.MultiheadAttention``, ``nn.LSTM``, the
+loss and optimisers of ``examples/char_lm.py``; the LSTM a Python loop over time),
+``jax.jit`` of jax.numpy with Optax (``jax.nn.dot_product_attention``; the LSTM as
+``lax.scan``), torch eager (``nn.MultiheadAttention``, ``nn.LSTM``, the
 optimiser with ``foreach`` and with ``fused``) and ``torch.compile`` of the whole step
 (not with ``--quick``).  Every system starts from pullback's initial parameters (key 0,
 converted to each layout) and trains on the same 10 batches in turn: windows of 65
