@@ -333,3 +333,52 @@ def sgd_linear_regression(params, x, y, lr, steps):
         b = b - lr * grad_out.sum(axis=0)
         losses.append(np.mean(err ** 2))
     return [w, b], np.array(losses)
+
+
+# --- the same, written with pullback's own model library (pb.nn, pb.optim) --------------
+
+
+def _digits_like(rng, dtype=np.float64):
+    return _normal(rng, (3, 1, 6, 6), dtype), rng.integers(0, 4, 3)
+
+
+@program(lambda rng: _digits_like(rng), lambda rng: _digits_like(rng, np.float32),
+         differentiable=(0,))
+def nn_conv_classifier_loss(images, labels):
+    """pb.nn layers from a fixed key: conv, ReLU, pool, dense, cross-entropy."""
+    import pullback as pb
+    from pullback import nn
+
+    k1, k2 = pb.random.split(pb.random.key(7), 2)
+    conv = nn.Conv2d.init(k1, 1, 4, 3, padding=1, dtype=images.dtype)
+    dense = nn.Linear.init(k2, 4 * 3 * 3, 4, dtype=images.dtype)
+    h = nn.MaxPool2d(2)(nn.relu(conv(images)))
+    return nn.softmax_cross_entropy_with_integer_labels(dense(h.reshape(h.shape[0], -1)),
+                                                        labels)
+
+
+@program(lambda rng: (_normal(rng, (2, 5, 3)), _normal(rng, (2, 5, 2)), 3),
+         lambda rng: (_normal(rng, (3, 4, 3), np.float32), _normal(rng, (3, 4, 2), np.float32),
+                      2))
+def nn_lstm_adamw_steps(xs, targets, steps):
+    """An LSTM regressor trained by a clipped AdamW, pb.optim's pure-function state
+    threaded through a Python loop; the losses and the trained head."""
+    import pullback as pb
+    from pullback import nn, optim
+
+    k1, k2 = pb.random.split(pb.random.key(3), 2)
+    model = (nn.LSTM.init(k1, 3, 4, dtype=xs.dtype), nn.Linear.init(k2, 4, 2, dtype=xs.dtype))
+    opt = optim.chain(optim.clip_by_global_norm(1.0), optim.adamw(0.05, weight_decay=0.01))
+
+    def loss(m):
+        hs, _ = m[0](xs)
+        return nn.mse(m[1](hs), targets)
+
+    state = opt.init(model)
+    losses = []
+    for _ in range(steps):
+        value, grads = pb.value_and_grad(loss)(model)
+        updates, state = opt.update(grads, state, model)
+        model = optim.apply_updates(model, updates)
+        losses.append(value)
+    return np.array(losses), model[1].weight
