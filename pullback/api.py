@@ -88,47 +88,21 @@ class Lowered:
 
 def donation(staged: Staged, sig: Signature, handed: Sequence[int]) -> dict[int, int]:
     """Which parameters of ``staged`` (positions ``handed`` among ``sig``'s leaves, in
-    the order of the arguments) become which of its array results of the same type: the
-    result is written into the argument's memory and the argument itself returned
-    (``donate_argnums``).  A result takes the parameter it is computed from element by
-    element if there is one (``p - lr * g``: then it can be computed in place), else the
-    next one of its type.  None where the function writes to its arguments (those
-    writes come back to them); an argument it returns as it is (or a view of) is not
-    written."""
+    the order of the arguments) become which of its array results: the result is
+    written into the argument's memory and the argument itself returned
+    (``donate_argnums``; the C backend pairs them, ``plan.donation.entry_pairs``).  None
+    where the function writes to its arguments (those writes come back to them); an
+    argument it returns as it is (or a view of) is not written."""
     if not handed or staged.writeback or staged.outside_writeback:
         return {}
-    func = staged.func
-    blk = func.block
+    from .backends.c.plan.donation import entry_pairs
+
     returned = {s[1] if s[0] == "arg" else s[1][1] for s in staged.outputs
                 if s[0] == "arg" or (s[0] == "view" and s[1][0] == "arg")}
-    param_of = {sig.dynamic.index(i): i for i in handed if i in sig.dynamic and
-                i not in returned}
-    free = [p for p in sorted(param_of, key=lambda p: list(handed).index(param_of[p]))
-            if func.in_types[p].shape != ()]
+    params = [sig.dynamic.index(i) for i in handed if i in sig.dynamic and i not in returned]
     results = [k for k, spec in enumerate(o for o in staged.outputs if o[0] == "dyn")
-               if spec[1] == "array" and func.out_types[k].shape != ()]
-    producers = {id(o): e for e in blk.eqns for o in e.outputs}
-    index = {id(v): p for p, v in enumerate(blk.params)}
-    pairs: dict[int, int] = {}
-    for k in results:  # the parameter each result is computed from, element by element
-        todo, seen = [blk.results[k]], 0
-        while todo and seen < 64:
-            v, seen = todo.pop(0), seen + 1
-            p = index.get(id(v))
-            if p in free:
-                pairs[p] = k
-                free.remove(p)
-                break
-            e = producers.get(id(v))
-            if e is not None and not e.op.blocks:
-                todo += [a for a in e.inputs if a.type == v.type]
-    for k in results:  # the others in order
-        if k not in pairs.values():
-            p = next((p for p in free if func.in_types[p] == func.out_types[k]), None)
-            if p is not None:
-                free.remove(p)
-                pairs[p] = k
-    return pairs
+               if spec[1] == "array"]
+    return entry_pairs(staged.func, params, results)
 
 
 def _compile(staged: Staged, backend: str, donated: dict[int, int]) -> None:

@@ -16,6 +16,8 @@ optimistic guess down).  Reads of it along the way are allowed.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from ....ir.core import Atom, Block, Eqn, Func, Module, Var
 from ....ir.types import TensorType
 
@@ -87,3 +89,35 @@ def donations(module: Module) -> Donations:
             break
         guess = new
     return guess
+
+
+def entry_pairs(func: Func, params: Sequence[int], results: Sequence[int]) -> dict[int, int]:
+    """The entry's parameters ``params`` (arrays its caller hands over, in order of
+    preference) paired with the ``results`` that may take their buffers: a result takes
+    the parameter it is computed from element by element if there is one (``p - lr * g``:
+    then it can be computed in place), else the next free one of its type."""
+    blk = func.block
+    free = [p for p in params if _array(func.in_types[p])]
+    results = [k for k in results if _array(func.out_types[k])]
+    producers = {id(o): e for e in blk.eqns for o in e.outputs}
+    index = {id(v): p for p, v in enumerate(blk.params)}
+    pairs: dict[int, int] = {}
+    for k in results:
+        todo, seen = [blk.results[k]], 0
+        while todo and seen < 64:
+            v, seen = todo.pop(0), seen + 1
+            p = index.get(id(v))
+            if p in free:
+                pairs[p] = k
+                free.remove(p)
+                break
+            e = producers.get(id(v))
+            if e is not None and not e.op.blocks:
+                todo += [a for a in e.inputs if a.type == v.type]
+    for k in results:
+        if k not in pairs.values():
+            p = next((p for p in free if func.in_types[p] == func.out_types[k]), None)
+            if p is not None:
+                free.remove(p)
+                pairs[p] = k
+    return pairs
