@@ -200,17 +200,8 @@ def _tree_map(st: Staging, fn, tree, *rest, is_leaf=None):
                                       "from run-time values")
         return t
 
-    test = None if is_leaf is None else leaf_test
-    leaves, treedef = T.tree_flatten(tree, test)
-    columns = [leaves]
-    for i, other in enumerate(rest, 1):
-        other_leaves, other_def = T.tree_flatten(other, test)
-        if other_def != treedef:
-            raise ValueError(f"tree_map: tree {i} has structure {other_def!r} but tree 0 has "
-                             f"structure {treedef!r}")
-        columns.append(other_leaves)
-    mapped = [st.call(fn, list(xs), {}) for xs in zip(*columns, strict=True)]
-    return st.new(treedef.unflatten(mapped))
+    return st.new(T.tree_map(lambda *xs: st.call(fn, list(xs), {}), tree, *rest,
+                             is_leaf=None if is_leaf is None else leaf_test))
 
 
 def _natively(fn):

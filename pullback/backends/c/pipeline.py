@@ -54,7 +54,7 @@ from .prepare.scalars import hoist_scalars
 class Entry(NamedTuple):
     """What a module is compiled from: the entry function, and the array parameters its
     caller hands over (``donated``: parameter -> the result it may be updated into in
-    place; see ``plan.memory``)."""
+    place; see ``plan.donation.entry_pairs`` and ``plan.module.ModulePlan``)."""
 
     func: Func
     donated: Mapping[int, int]
