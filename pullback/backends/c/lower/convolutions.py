@@ -19,7 +19,22 @@ from typing import TYPE_CHECKING
 
 from ....ir.core import Eqn
 from ....ops.conv import dilated
-from ..loops.ir import Bin, Cast, Const, Decl, Expr, Gemm, Int, Load, Set, Skip, Sym, ctype, linear
+from ..loops.ir import (
+    PARALLEL_MIN,
+    Bin,
+    Cast,
+    Const,
+    Decl,
+    Expr,
+    Gemm,
+    Int,
+    Load,
+    Set,
+    Skip,
+    Sym,
+    ctype,
+    linear,
+)
 from .handlers import handles
 from .products import GEMM_INLINE_MAX_WORK
 
@@ -31,8 +46,6 @@ if TYPE_CHECKING:
 MIN_WORK = 1 << 15
 #: Elements of the window matrix above which the loop nest stays (its memory).
 MAX_COLUMNS = 1 << 26
-#: Elements of a copy above which its outermost loop runs on every thread.
-_PARALLEL_COPY = 1 << 15
 
 
 @handles("conv")
@@ -90,7 +103,7 @@ def _as_product(lw: Lowering, eqn: Eqn, rows: int, depth: int) -> None:
             lw.add(Skip(skip))
         lw.add(Set(dest, Load(x, linear(lhs.type.shape, [idx[0], ci, *at]))))
 
-    lw.nd_loop(col_shape, fill, pragma="parallel" if rows * depth >= _PARALLEL_COPY else "")
+    lw.nd_loop(col_shape, fill, pragma="parallel" if rows * depth >= PARALLEL_MIN else "")
     prod = lw.scratch(ct, rows * o)
     work = rows * o * depth
     lw.add(Gemm(dt, 1, rows, o, depth, cols, False, k, True, prod,
@@ -105,7 +118,7 @@ def _as_product(lw: Lowering, eqn: Eqn, rows: int, depth: int) -> None:
                    Load(prod, (ni * positions + yi) * o + oi)))
 
     lw.nd_loop((n, o, positions), back,
-               pragma="parallel" if out.type.size >= _PARALLEL_COPY else "")
+               pragma="parallel" if out.type.size >= PARALLEL_MIN else "")
 
 
 def _direct(lw: Lowering, eqn: Eqn) -> None:
