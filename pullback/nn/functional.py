@@ -3,8 +3,9 @@
 ``conv`` is the ``conv`` primitive (pullback/ops/conv.py) behind a plain NumPy function:
 eagerly it runs the primitive's NumPy implementation, staged it emits the op, whose
 derivatives are again convolutions.  Groups split the channels and concatenate the
-groups' results.  Pools are compositions: per spatial axis, the window's shifted strided
-slices combined by ``np.maximum`` or summed, so their derivatives need no rule of their own.
+groups' results.  Pools are compositions, so their derivatives need no rule of their
+own: windows that tile the axes are one reduction of a reshape; others, per spatial
+axis, the window's shifted strided slices combined by ``np.maximum`` or summed.
 """
 
 from __future__ import annotations
