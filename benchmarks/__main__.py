@@ -31,8 +31,8 @@ import _harness as H  # noqa: E402
 import results  # noqa: E402
 
 WORKLOADS = ("eltwise", "mlp", "rnn_loop", "while_ode", "scalar_loop", "dispatch",
-             "cache_hit", "per_example_grads", "batched_newton", "jacobian", "train_cnn",
-             "train_lm")
+             "cache_hit", "per_example_grads", "batched_newton", "jacobian", "gp", "heat",
+             "train_cnn", "train_lm")
 PACKAGES = ("numpy", "scipy-openblas32", "jax", "jaxlib", "optax", "torch", "numba", "autograd",
             "scikit-learn")
 ENVIRONMENT = ("PULLBACK_NUM_THREADS", "PULLBACK_GEMM", "OPENBLAS_CORETYPE",
@@ -88,13 +88,15 @@ def _run(name: str, quick: bool, threads: str, systems: str | None) -> tuple[dic
 
 
 def _markdown(runs: dict[str, dict], quick: bool, threads: str, seconds: float) -> str:
-    cpu = next((r["cpu"] for r in runs.values() if "cpu" in r), H.cpu_model())
+    machine = next((r for r in runs.values() if "cpu" in r), None) or H.cpu()
     lines = ["# Benchmarks: pullback against its peers", "",
              f"Run {datetime.datetime.now().isoformat(timespec='minutes')} with "
              f"`python -m benchmarks{' --quick' if quick else ''}` in {seconds:.0f} s on "
-             f"{cpu} ({len(os.sched_getaffinity(0))} cores, threads: {threads}).", "",
+             f"{H.cpu_line(machine)}, {len(os.sched_getaffinity(0))} of them usable, threads: "
+             f"{threads}.", "",
              f"Versions: {_versions()}.", "",
-             f"Environment: {_environment()}.", "",
+             f"Environment of the command (a record; the scripts pass none of "
+             f"{', '.join(H.NOT_PASSED)} on): {_environment()}.", "",
              "Times are medians; a ratio below 1 means pullback takes less time. The best "
              "peer is the fastest installed peer on the same measurement; a bound is a "
              "physical limit measured in the same run (bandwidth, BLAS GEMM time).", "",

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import collections
 import datetime
 import importlib
 import json
@@ -64,7 +65,8 @@ def setup(name: str, *, unit: str = "ms", default_threads: str = "both") -> argp
     _state.update(name=name, unit=unit, quick=args.quick, only=args.only)
     if args.child is None:
         sys.exit(_drive(name, args))
-    _state.update(threads=int(args.threads), out=args.child)
+    _state.update(threads=int(args.threads), out=args.child,
+                  env0={k: os.environ.get(k) for k in SHARED_SETTINGS})
     _pin(int(args.threads))
     sys.path.insert(1, REPO)  # measure the checkout these scripts live in
     cache = tempfile.mkdtemp(prefix="pb_bench_cache_")  # cold compiler caches: first calls
@@ -87,6 +89,8 @@ def quick() -> bool:
 
 def _drive(name: str, args: argparse.Namespace) -> int:
     ncpu = len(os.sched_getaffinity(0))
+    machine = cpu()
+    print(f"# {name}: {cpu_line(machine)}", flush=True)
     counts = [1, 2] if args.threads == "both" else [int(args.threads)]
     runs, rc = {}, 0
     for n in counts:
@@ -114,13 +118,14 @@ def _drive(name: str, args: argparse.Namespace) -> int:
             run["notes"].append(f"child exited with status {proc.returncode} after "
                                 f"{time.perf_counter() - t0:.0f}s")
             rc = rc or proc.returncode
-        run["notes"].insert(0, f"other processes' load on cores {sorted(cores)} before "
-                               f"start: {load:.0%}")
+        run["notes"][:0] = [f"CPU: {cpu_line(machine)}", *_removed_env(),
+                            f"other processes' load on cores {sorted(cores)} before "
+                            f"start: {load:.0%}"]
         runs[n] = run
         print_table(name, n, run, args.quick)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"workload": name, "quick": args.quick, "cpu": cpu_model(),
+            json.dump({"workload": name, "quick": args.quick, **machine,
                        "unit": _state["unit"],
                        "date": datetime.datetime.now().isoformat(timespec="seconds"),
                        "runs": {str(n): r for n, r in runs.items()}}, f, indent=1)
@@ -140,9 +145,25 @@ def _strip(argv: list[str], names: tuple[str, ...]) -> list[str]:
     return out
 
 
+#: Settings of the caller's environment that the children do not get: each would choose
+#: kernels for every library in the process, peers and bounds included (OPENBLAS_CORETYPE:
+#: "Haswell" halves NumPy's GEMM, the MLP bound, on a CPU with AVX-512).  Each library,
+#: pullback included, makes its own choice instead.
+NOT_PASSED = ("OPENBLAS_CORETYPE", "GOTOBLAS_CORETYPE")
+
+
+def _removed_env() -> list[str]:
+    """Notes on the caller's settings in ``NOT_PASSED`` that the children did not get."""
+    return [f"{v}={os.environ[v]} of the caller's environment not passed to the benchmark "
+            "(it would pick the kernels of the peers' and bounds' BLAS too)"
+            for v in NOT_PASSED if v in os.environ]
+
+
 def _thread_env(n: int, cores: set[int]) -> dict[str, str]:
-    """The child's environment: every thread pool sized n, set before any import."""
-    env = dict(os.environ, PB_BENCH_CPUS=",".join(map(str, sorted(cores))))
+    """The child's environment: every thread pool sized n, set before any import, and
+    no ``NOT_PASSED`` setting."""
+    env = {k: v for k, v in os.environ.items() if k not in NOT_PASSED}
+    env["PB_BENCH_CPUS"] = ",".join(map(str, sorted(cores)))
     env.update({v: str(n) for v in THREAD_VARS})
     xla = env.get("XLA_FLAGS", "")
     if n == 1 and "xla_cpu_multi_thread_eigen" not in xla:
@@ -168,16 +189,42 @@ def pin_torch(torch: ModuleType) -> None:
         pass
 
 
-def cpu_model() -> str:
-    """The CPU's name, for the JSON record."""
+#: The instruction-set extensions that decide which kernels a compiler or library picks
+#: (vector width, FMA, bfloat16 and matrix units), recorded with every result.
+CPU_FLAGS = ("sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl",
+             "avx512_vnni", "avx512_bf16", "avx512_fp16", "avx_vnni", "amx_tile", "amx_bf16",
+             "amx_int8", "asimd", "sve")
+
+
+def cpu() -> dict[str, Any]:
+    """What ran the benchmark: the CPU's name, which of ``CPU_FLAGS`` it has, how many
+    CPUs the OS shows, and the transparent huge page mode (fresh buffers' page faults)."""
+    info: dict[str, str] = {}
     try:
         with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
+            for line in iter(f.readline, "\n"):  # the first processor's entry
+                key, _, value = line.partition(":")
+                info.setdefault(key.strip(), value.strip())
     except OSError:
         pass
-    return platform.processor()
+    flags = set(info.get("flags", info.get("Features", "")).split())
+    try:
+        with open("/sys/kernel/mm/transparent_hugepage/enabled") as f:
+            thp = f.read().split("[")[1].split("]")[0]
+    except (OSError, IndexError):
+        thp = "unknown"
+    return {"cpu": info.get("model name") or platform.processor(),
+            "cpu_flags": [f for f in CPU_FLAGS if f in flags], "cpus": os.cpu_count(),
+            "thp": thp}
+
+
+def cpu_line(rec: dict[str, Any]) -> str:
+    """``cpu()``'s record as one line of text (no AVX-512 said so explicitly)."""
+    flags = " ".join(rec.get("cpu_flags", [])) or "unknown"
+    if "avx512f" not in rec.get("cpu_flags", ["avx512f"]):
+        flags += ", no AVX-512"
+    return (f"{rec['cpu']} ({rec.get('cpus', '?')} CPUs; flags: {flags}; transparent huge "
+            f"pages: {rec.get('thp', 'unknown')})")
 
 
 # ------------------------------------------------------------------ contention
@@ -285,13 +332,24 @@ def record(system: str, what: str, *, kind: str = "peer", first_s: float | None 
     return row
 
 
+#: How many results the "(kept)" variant holds alive.
+KEEP = 30
+
+
 def measure(system: str, what: str, fn: Callable[[], Any], *,
             check: Callable[[Any], float] | None = None, kind: str = "peer",
-            note: str = "", **bench_args: Any) -> dict:
+            note: str = "", keep: int = 0, **bench_args: Any) -> dict:
     """Time fn's first call, check its answer, time it repeatedly, and record the row.
 
-    A pullback function that fell back to the interpreter says so in the row's note,
-    and any exception becomes a FAILED row instead of ending the script."""
+    With ``keep``, every call's result stays alive until ``keep`` later calls have
+    returned, as a training loop keeps its activations: freed buffers are then not
+    handed straight back to the next call, whose fresh memory pays its page faults.
+    The row's ``what`` says ``(kept)``.  A pullback function that fell back to the
+    interpreter says so in the row's note, and any exception becomes a FAILED row
+    instead of ending the script."""
+    kept: collections.deque = collections.deque(maxlen=keep or 1)
+    call = (lambda: kept.append(fn())) if keep else fn
+    what = f"{what} (kept)" if keep else what
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -302,11 +360,22 @@ def measure(system: str, what: str, fn: Callable[[], Any], *,
         if fell_back:
             note = f"{note} RAN ON THE INTERPRETER: {fell_back[0]}".strip()
         err = check(out) if check else None
-        med, mn, reps, cont = bench(fn, **bench_args)
+        del out
+        med, mn, reps, cont = bench(call, **bench_args)
     except Exception as e:  # a benchmark reports failures; it does not stop at them
         return fail(system, what, e, kind=kind)
-    return record(system, what, kind=kind, first_s=first, median_s=med, min_s=mn,
-                  reps=reps, err=err, note=note, contention=cont)
+    finally:
+        kept.clear()
+    return record(system, what, kind=kind, first_s=None if keep else first, median_s=med,
+                  min_s=mn, reps=reps, err=err, note=note, contention=cont)
+
+
+def measure_both(system: str, what: str, fn: Callable[[], Any], **args: Any) -> dict:
+    """``measure`` with the results dropped, then with the last ``KEEP`` kept alive;
+    the first row."""
+    row = measure(system, what, fn, **args)
+    measure(system, what, fn, keep=KEEP, **args)
+    return row
 
 
 def fail(system: str, what: str, exc: BaseException, kind: str = "peer") -> dict:
@@ -395,10 +464,38 @@ _WARM_UPS = {"pullback": _warm_pullback, "jax": _warm_jax, "numba": _warm_numba,
              "torch.compile": _warm_torch_compile}
 
 
+#: Process-wide settings a library may make for the others as it loads.
+SHARED_SETTINGS = ("OPENBLAS_CORETYPE", "OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
+
+
+def _settings() -> list[str]:
+    """Each OpenBLAS loaded in this process and the core type it runs, and the shared
+    settings made since the child started (by pullback's C backend: one OpenMP runtime
+    serves pullback and torch, so its wait policy is torch's too)."""
+    import ctypes
+
+    found = []
+    with open("/proc/self/maps") as maps:
+        libs = sorted({ln.split()[-1] for ln in maps if "openblas" in ln and ".so" in ln})
+    for lib in libs:
+        handle = ctypes.CDLL(lib)
+        for fn in ("scipy_openblas_get_corename64_", "scipy_openblas_get_corename",
+                   "openblas_get_corename64_", "openblas_get_corename"):
+            if hasattr(handle, fn):
+                getattr(handle, fn).restype = ctypes.c_char_p
+                found.append(f"{os.path.basename(lib)}: {getattr(handle, fn)().decode()}")
+                break
+    made = [f"{k}={os.environ[k]}" for k in SHARED_SETTINGS
+            if os.environ.get(k) != _state["env0"].get(k)]
+    return ([f"OpenBLAS cores: {'; '.join(found)}"] if found else []) + (
+        [f"set in the process after start: {', '.join(made)}"] if made else [])
+
+
 def finish(summary: str = "") -> None:
-    """Hand the child's rows to the driver."""
+    """Hand the child's rows to the driver, with the process's BLAS and OpenMP settings."""
     if summary:
         _state["notes"].append(summary)
+    _state["notes"] += _settings()
     with open(_state["out"], "w") as f:
         json.dump({"rows": _state["rows"], "notes": _state["notes"]}, f)
 

@@ -11,6 +11,13 @@ existing buffer.  A function returning a new array also pays the page faults of 
 memory: the second gradient bound is the time of ``x.copy()``.  For ``f`` the bounds
 ignore the tanh and exp work, so only ``m`` can come near them.
 
+Every measurement is made twice: with each result dropped before the next call, and
+``(kept)``, with the last 30 results alive (as a training loop keeps its activations),
+so that a new result cannot reuse the memory the previous one just freed; that variant's
+new-array bound is ``x.copy()`` with its copies kept the same way.  Value and gradient
+have two JAX rows, ``jax.value_and_grad`` and the forward and the gradient as two jitted
+functions called one after the other; the faster is the best peer.
+
     python benchmarks/eltwise.py [--quick] [--threads 1|2|both] [--only SYSTEMS] [--json PATH]
 """
 
@@ -74,18 +81,21 @@ if nb is not None:
                           kind="probe"))
     copy.append(H.measure("numba prange copy (copy probe)", "copy",
                           lambda: nb_copy(x, dst), kind="probe"))
-fresh = H.measure("x.copy() (copy into a new array)", "copy", lambda: x.copy(), kind="probe")
+fresh = {keep: H.measure("x.copy() (copy into a new array)", "copy", x.copy, kind="probe",
+                        keep=keep) for keep in (0, H.KEEP)}
 read_bw = max(x.nbytes / r["median_s"] for r in read if r["median_s"])
 copy_bw = max(2 * x.nbytes / r["median_s"] for r in copy if r["median_s"])
-for what in ("fwd", "mem fwd"):
-    H.record("bound: read x", what, kind="bound", median_s=x.nbytes / read_bw,
-             note=f"4N bytes at {read_bw / 1e9:.1f} GB/s")
-for what in ("grad", "val+grad", "mem grad"):
-    H.record("bound: read x, write grad into a buffer", what, kind="bound",
-             median_s=2 * x.nbytes / copy_bw, note=f"8N bytes at {copy_bw / 1e9:.1f} GB/s")
-    if fresh["median_s"]:
-        H.record("bound: read x, write grad into a new array", what, kind="bound",
-                 median_s=fresh["median_s"], note="the time of x.copy(), page faults included")
+for keep, suffix in ((0, ""), (H.KEEP, " (kept)")):
+    for what in ("fwd", "mem fwd"):
+        H.record("bound: read x", what + suffix, kind="bound", median_s=x.nbytes / read_bw,
+                 note=f"4N bytes at {read_bw / 1e9:.1f} GB/s")
+    for what in ("grad", "val+grad", "mem grad"):
+        H.record("bound: read x, write grad into a buffer", what + suffix, kind="bound",
+                 median_s=2 * x.nbytes / copy_bw, note=f"8N bytes at {copy_bw / 1e9:.1f} GB/s")
+        if fresh[keep]["median_s"]:
+            H.record("bound: read x, write grad into a new array", what + suffix,
+                     kind="bound", median_s=fresh[keep]["median_s"],
+                     note=f"the time of x.copy(){suffix}, page faults included")
 
 # ------------------------------------------------------------------ pullback
 H.warm("pullback")
@@ -95,8 +105,8 @@ pb_m, pb_mg = pb.jit(m, backend="c"), pb.jit(pb.grad(m), backend="c")
 for what, fn, check in (("fwd", pb_f, err("fwd")), ("grad", pb_g, err("grad")),
                         ("val+grad", pb_vg, err_vg), ("mem fwd", pb_m, err("mem fwd")),
                         ("mem grad", pb_mg, err("mem grad"))):
-    H.measure("pullback jit(backend=c)", what, lambda fn=fn: fn(x), check=check,
-              kind="pullback")
+    H.measure_both("pullback jit(backend=c)", what, lambda fn=fn: fn(x), check=check,
+                   kind="pullback")
 
 # ------------------------------------------------------------------ numpy
 if H.want("numpy"):
@@ -105,11 +115,18 @@ if H.want("numpy"):
         s = 1.0 / (1.0 + np.exp(-x))
         return (1 - t * t) * s + t * s * (1 - s) + x
 
-    H.measure("numpy", "fwd", lambda: f(x), check=err("fwd"))
-    H.measure("numpy (hand-written gradient)", "grad", lambda: np_grad(x), check=err("grad"))
-    H.measure("numpy", "mem fwd", lambda: m(x), check=err("mem fwd"))
-    H.measure("numpy (hand-written gradient)", "mem grad", lambda: x + 3,
-              check=err("mem grad"))
+    def np_value_and_grad(x):
+        t = np.tanh(x)
+        s = 1.0 / (1.0 + np.exp(-x))
+        return np.sum(t * s + 0.5 * x * x), (1 - t * t) * s + t * s * (1 - s) + x
+
+    for system, what, fn in (("numpy", "fwd", lambda: f(x)),
+                             ("numpy (hand-written gradient)", "grad", lambda: np_grad(x)),
+                             ("numpy (hand-written gradient)", "val+grad",
+                              lambda: np_value_and_grad(x)),
+                             ("numpy", "mem fwd", lambda: m(x)),
+                             ("numpy (hand-written gradient)", "mem grad", lambda: x + 3)):
+        H.measure_both(system, what, fn, check=err_vg if what == "val+grad" else err(what))
 
 # ------------------------------------------------------------------ numba
 if nb is not None and H.want("numba"):
@@ -148,12 +165,26 @@ if nb is not None and H.want("numba"):
             out[i] = x[i] + np.float32(3.0)
         return out
 
-    H.measure("numba prange", "fwd", lambda: nb_f(x), check=err("fwd"))
-    H.measure("numba prange (hand-written gradient)", "grad", lambda: nb_g(x),
-              check=err("grad"))
-    H.measure("numba prange", "mem fwd", lambda: nb_m(x), check=err("mem fwd"))
-    H.measure("numba prange (hand-written gradient)", "mem grad", lambda: nb_mg(x),
-              check=err("mem grad"))
+    @nb.njit(parallel=True, fastmath=True)
+    def nb_vg(x):
+        out = np.empty_like(x)
+        one = np.float32(1.0)
+        acc = 0.0
+        for i in nb.prange(x.shape[0]):
+            v = x[i]
+            t = math.tanh(v)
+            s = one / (one + math.exp(-v))
+            acc += t * s + 0.5 * v * v
+            out[i] = (one - t * t) * s + t * s * (one - s) + v
+        return acc, out
+
+    for system, what, fn in (("numba prange", "fwd", nb_f),
+                             ("numba prange (hand-written gradient)", "grad", nb_g),
+                             ("numba prange (hand-written gradient)", "val+grad", nb_vg),
+                             ("numba prange", "mem fwd", nb_m),
+                             ("numba prange (hand-written gradient)", "mem grad", nb_mg)):
+        H.measure_both(system, what, lambda fn=fn: fn(x),
+                       check=err_vg if what == "val+grad" else err(what))
 
 # ------------------------------------------------------------------ jax
 jax = H.optional("jax") if H.want("jax") else None
@@ -169,12 +200,15 @@ if jax is not None:
         return jnp.sum(0.5 * x * x + 3 * x)
 
     xj = jax.device_put(x)
-    for what, fn, check in (("fwd", jax.jit(jf), err("fwd")),
-                            ("grad", jax.jit(jax.grad(jf)), err("grad")),
-                            ("val+grad", jax.jit(jax.value_and_grad(jf)), err_vg),
-                            ("mem fwd", jax.jit(jm), err("mem fwd")),
-                            ("mem grad", jax.jit(jax.grad(jm)), err("mem grad"))):
-        H.measure("jax.jit", what, lambda fn=fn: jax.block_until_ready(fn(xj)), check=check)
+    j_f, j_g = jax.jit(jf), jax.jit(jax.grad(jf))
+    for system, what, fn, check in (
+            ("jax.jit", "fwd", j_f, err("fwd")), ("jax.jit", "grad", j_g, err("grad")),
+            ("jax.jit(value_and_grad)", "val+grad", jax.jit(jax.value_and_grad(jf)), err_vg),
+            ("jax.jit(f), jax.jit(grad(f)) called separately", "val+grad",
+             lambda v: (j_f(v), j_g(v)), err_vg),
+            ("jax.jit", "mem fwd", jax.jit(jm), err("mem fwd")),
+            ("jax.jit", "mem grad", jax.jit(jax.grad(jm)), err("mem grad"))):
+        H.measure_both(system, what, lambda fn=fn: jax.block_until_ready(fn(xj)), check=check)
 
 # ------------------------------------------------------------------ torch
 torch = H.optional("torch") if H.want("torch") or H.want("torch.compile") else None
@@ -196,14 +230,21 @@ if torch is not None:
         v = xt.detach().requires_grad_(True)
         return torch.autograd.grad(fn(v), v)[0].numpy()
 
+    def value_and_grad(fn):
+        v = xt.detach().requires_grad_(True)
+        value = fn(v)
+        return value.item(), torch.autograd.grad(value, v)[0].numpy()
+
     systems = [("torch eager", tf, tm)] if H.want("torch") else []
     if H.want("torch.compile") and not H.quick():
         H.warm("torch.compile")
         systems.append(("torch.compile", torch.compile(tf), torch.compile(tm)))
     for name, tfn, tmn in systems:
-        H.measure(name, "fwd", lambda tfn=tfn: no_grad(tfn), check=err("fwd"))
-        H.measure(name, "grad", lambda tfn=tfn: grad(tfn), check=err("grad"))
-        H.measure(name, "mem fwd", lambda tmn=tmn: no_grad(tmn), check=err("mem fwd"))
-        H.measure(name, "mem grad", lambda tmn=tmn: grad(tmn), check=err("mem grad"))
+        for what, fn, check in (("fwd", lambda tfn=tfn: no_grad(tfn), err("fwd")),
+                                ("grad", lambda tfn=tfn: grad(tfn), err("grad")),
+                                ("val+grad", lambda tfn=tfn: value_and_grad(tfn), err_vg),
+                                ("mem fwd", lambda tmn=tmn: no_grad(tmn), err("mem fwd")),
+                                ("mem grad", lambda tmn=tmn: grad(tmn), err("mem grad"))):
+            H.measure_both(name, what, fn, check=check)
 
 H.finish(f"N={N} float32; bound = bytes that must move / bandwidth measured above")

@@ -6,7 +6,7 @@ set -u
 out=${OUT:+$(mkdir -p "$OUT" && cd "$OUT" && pwd)}
 cd "$(dirname "$0")" || exit 1
 status=0
-for name in eltwise mlp rnn_loop while_ode scalar_loop dispatch cache_hit per_example_grads batched_newton jacobian train_cnn train_lm; do
+for name in eltwise mlp rnn_loop while_ode scalar_loop dispatch cache_hit per_example_grads batched_newton jacobian gp heat train_cnn train_lm; do
   json=()
   [ -n "$out" ] && json=(--json "$out/$name.json")
   echo "=== $name $(date -Is)"
