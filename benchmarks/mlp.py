@@ -8,6 +8,9 @@ Bound: the step's eight matrix products alone (three forward, two per layer back
 except the first layer's input gradient) in OpenBLAS, i.e. NumPy ``matmul`` with ``out=``
 buffers on the same shapes and transposes.  The first call of each compiled system is
 also reported on its own as ``compile`` (staging/tracing + code generation + one step).
+``step (kept)`` holds each step's results (pullback and JAX: the loss and the new
+parameters; NumPy and torch update in place: the loss) alive for 30 more steps, as a
+training loop that keeps its history would.
 
     python benchmarks/mlp.py [--quick] [--threads 1|2|both] [--only SYSTEMS] [--json PATH]
 """
@@ -80,15 +83,17 @@ def gflops(row):
 
 
 def timed_step(system, step, value_and_grad, kind="peer", compiled=True):
-    """Measure ``step()`` (which advances its own state); the error comes from the same
-    system's ``value_and_grad()`` at the initial parameters."""
-    row = H.measure(system, "step", step, kind=kind,
-                    check=lambda _: grad_err(*value_and_grad()))
-    if row["median_s"]:
-        row["note"] = f"{gflops(row)} {row['note']}".strip()
-    if compiled and row["first_s"]:
-        H.record(system, "compile", kind=kind, first_s=row["first_s"],
-                 note="first call: compile + one step")
+    """Measure ``step()`` (which advances its own state and returns what it made), with
+    its results dropped and with the last ``H.KEEP`` kept alive; the error comes from the
+    same system's ``value_and_grad()`` at the initial parameters."""
+    for keep in (0, H.KEEP):
+        row = H.measure(system, "step", step, kind=kind, keep=keep,
+                        check=lambda _: grad_err(*value_and_grad()))
+        if row["median_s"]:
+            row["note"] = f"{gflops(row)} {row['note']}".strip()
+        if compiled and row["first_s"]:
+            H.record(system, "compile", kind=kind, first_s=row["first_s"],
+                     note="first call: compile + one step")
 
 
 # ------------------------------------------------------------------ bound
@@ -108,6 +113,9 @@ def gemms():
 
 row = H.measure("numpy matmul: the step's 8 GEMMs", "step", gemms, kind="bound")
 row["note"] = gflops(row)
+H.record(row["system"], "step (kept)", kind="bound", median_s=row["median_s"],
+         min_s=row["min_s"], reps=row["reps"], note=row["note"],
+         contention=row["contention"])
 
 # ------------------------------------------------------------------ pullback
 H.warm("pullback")
@@ -116,8 +124,9 @@ pb_state = [p.copy() for p in P0]
 
 
 def pb_run():
-    value, pb_state[:] = pb_step(pb_state, X, Y)
-    return value
+    out = pb_step(pb_state, X, Y)
+    pb_state[:] = out[1]
+    return out
 
 
 timed_step("pullback jit(backend=c)", pb_run,
@@ -160,8 +169,9 @@ if jax is not None:
     j_state = [jax.device_put(p) for p in P0]
 
     def j_run():
-        value, j_state[:] = jstep(j_state, Xj, Yj)
-        return jax.block_until_ready(value)
+        out = jstep(j_state, Xj, Yj)
+        j_state[:] = out[1]
+        return jax.block_until_ready(out)
 
     timed_step("jax.jit(value_and_grad + update)", j_run,
                lambda: jax.jit(jax.value_and_grad(jloss))(P0, Xj, Yj))
