@@ -14,6 +14,11 @@ OpenBLAS take them once).
     ``backends/c/pipeline.py``).
 ``PULLBACK_VERIFY``
     Any value but empty or ``0`` runs the IR verifier after every pass and rewrite.
+``PULLBACK_TIERED``
+    ``0`` compiles every specialisation before its first call runs; ``1`` lets a first
+    call the interpreter runs quickly run there while its native code builds on a thread
+    (``pullback/tiered.py``).  Unset: tiered, except under ``PULLBACK_VERIFY`` (tests
+    then see native code from the first call).
 ``PULLBACK_CC``, ``PULLBACK_CFLAGS``
     The C compiler command (default ``cc``; split like a shell would), and flags appended
     to its command line.
@@ -83,6 +88,12 @@ def dumps(what: str) -> bool:
 def verifying() -> bool:
     """Whether ``PULLBACK_VERIFY`` asks for the verifier (any value but empty and 0)."""
     return _on("PULLBACK_VERIFY", False)
+
+
+def tiered() -> bool:
+    """Whether a first call may run on the interpreter while its native code builds
+    (``PULLBACK_TIERED``; by default yes, unless verifying)."""
+    return _on("PULLBACK_TIERED", not verifying())
 
 
 def columns() -> bool:
