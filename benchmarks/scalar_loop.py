@@ -112,5 +112,8 @@ if jax is not None:
               check=err_fwd)
     H.measure("jax.jit value_and_grad(lax.fori_loop)", "val+grad",
               lambda: jax.block_until_ready(j_vg(aj, bj)), check=err_vg)
+    j_grad = jax.jit(jax.grad(j_oscillator, argnums=(0, 1)))
+    H.measure("jax.jit lax.fori_loop and its grad, called separately", "val+grad",
+              lambda: jax.block_until_ready((j_fwd(aj, bj), j_grad(aj, bj))), check=err_vg)
 
 H.finish(f"n={N_ITER} iterations, float64 scalars, dt={DT}, a={A}, b={B}")

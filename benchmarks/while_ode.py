@@ -151,6 +151,12 @@ if jax is not None:
               lambda: jax.block_until_ready(fixed(kj, y0j)),
               check=lambda out: err_vg(out, REF_FIXED),
               note="different discretisation; error against its own float64 reference")
+    fixed_f = jax.jit(j_fixed)
+    fixed_g = jax.jit(jax.grad(j_fixed, argnums=(0, 1)))
+    H.measure(f"jax.jit lax.scan, fixed {STEPS} steps, forward and grad called separately",
+              "val+grad", lambda: jax.block_until_ready((fixed_f(kj, y0j), fixed_g(kj, y0j))),
+              check=lambda out: err_vg(out, REF_FIXED),
+              note="different discretisation; error against its own float64 reference")
 
 # ------------------------------------------------------------------ torch
 torch = H.optional("torch") if H.want("torch") else None
