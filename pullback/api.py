@@ -21,12 +21,13 @@ import io
 import threading
 import warnings
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from . import config, numpy_api  # noqa: F401  (numpy_api registers the NumPy mappings)
+from . import config, numpy_api, tiered  # noqa: F401  (numpy_api registers the NumPy mappings)
 from .backends import interp
 from .errors import (
     CompileError,
@@ -107,18 +108,51 @@ def donation(staged: Staged, sig: Signature, handed: Sequence[int]) -> dict[int,
 
 def _compile(staged: Staged, backend: str, donated: dict[int, int]) -> None:
     """Native code for ``staged`` when the backend is ``c`` (``donated``: the parameters
-    callers hand over, with the results they become); the interpreter runs what the C
-    backend cannot compile yet (with a warning once per reason)."""
+    callers hand over, with the results they become), built now or, where the
+    interpreter runs it quickly, on a thread while its first calls run there
+    (``tiered``)."""
     if backend != "c":
         return
+
+    def build() -> Callable[..., list]:
+        from .backends import c
+
+        with tiered.BUILDING:
+            return c.compile_func(staged.func, donated)
+
+    if tiered.worth_it(staged.func):
+        tiered.defer(staged, build)
+    else:
+        staged.runner = _native(staged, build)
+
+
+def _native(staged: Staged, build: Callable[[], Callable[..., list]]) -> Any:
+    """What ``build`` returns: ``staged``'s native code, or None where the C backend
+    cannot compile it yet and the interpreter runs it (with a warning once per reason)."""
     from .backends import c
 
     try:
-        staged.runner = c.compile_func(staged.func, donated)
+        return build()
     except c.Unsupported as e:
         _warn_once(f"pullback: running {staged.func.name} on the interpreter: {e}")
     except c.NoCompilerError:
         c.warn_no_compiler_once()
+    return None
+
+
+def _switch(staged: Staged, build: Future | None) -> None:
+    """Run ``staged`` natively from now on if its deferred ``build`` made native code;
+    what the build raised is raised here."""
+    if build is not None:
+        staged.runner = _native(staged, build.result)
+
+
+def finish_builds() -> None:
+    """Wait for every native build still running on a thread of its own (``tiered``),
+    so that every call from now on runs natively (a benchmark's timed calls); what a
+    build raised is raised here."""
+    for staged, build in tiered.wait_all():
+        _switch(staged, build)
 
 
 _warned: set[str] = set()
@@ -144,7 +178,18 @@ def _output(value: np.ndarray, spec: tuple, inputs: list) -> Any:
 def run(staged: Staged, sig: Signature, extra: Sequence[Any] = ()) -> Any:
     """Run a specialisation on the run-time leaves of a call's arguments (and on the
     values of its ``extra`` parameters); its result, and the arguments it mutates
-    written back."""
+    written back.  A specialisation whose native code is deferred (``tiered``) switches
+    to it once built, and has its build started after its first run."""
+    if not tiered.pending(staged):
+        return _run(staged, sig, extra)
+    _switch(staged, tiered.ready(staged))
+    try:
+        return _run(staged, sig, extra)
+    finally:
+        tiered.start(staged)
+
+
+def _run(staged: Staged, sig: Signature, extra: Sequence[Any]) -> Any:
     leaves, outside = sig.leaves[:-1], sig.outside
     inputs = [leaves[i] for i in sig.dynamic]
     if staged.runner is not None:
@@ -300,6 +345,15 @@ class Jitted:
         return staged
 
     @public
+    def wait(self) -> None:
+        """Wait until the specialisations compiled so far whose first calls ran on the
+        interpreter while their native code built (``tiered``) run natively (or are
+        known not to); what a build raised is raised here."""
+        for variants in list(self._spec.cache.values()):
+            for staged in variants:
+                _switch(staged, tiered.wait(staged))
+
+    @public
     def lower(self, *args: Any, **kwargs: Any) -> Lowered:
         """What this function compiles to for these arguments: the IR as staged and
         after each pass, and the C source."""
@@ -343,7 +397,7 @@ class Jitted:
                 if hasattr(self.fn, "__pb_stage__") or not getattr(e, "_pullback_wrote", 0):
                     raise
                 return self._as_plain_python(args, kwargs)  # after writes it made
-            if staged.runner is None and self._as_python():
+            if staged.runner is None and not tiered.pending(staged) and self._as_python():
                 return self.fn(*args, **kwargs)
             if staged.writeback or staged.outside_writeback:
                 return self._run_writing(staged, sig, args, kwargs)

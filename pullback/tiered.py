@@ -1,0 +1,109 @@
+"""Tiered execution: a specialisation the interpreter runs quickly runs there on its first
+call while its native code builds on a thread of its own; a later call that finds the
+build done switches to it.
+
+Why: a native build takes from a third of a second (a cache hit still runs the C
+backend's stages to find its key) to seconds (a C compiler process), while the
+interpreter runs a small function in milliseconds.  Only what ``interp.estimate`` says
+runs within ``BUDGET_S`` there is tiered: a scalar loop of 1e5 iterations would take
+far longer on the interpreter than compiling it, and is compiled before its first call
+as before (as is anything with a ``while`` loop or run-time loop bounds).
+
+The build starts when the first call has run (it does not compete with that call for
+the interpreter lock) and runs on a thread that is not a daemon: a process ending while
+one runs waits for it, so the cache entry is written and the next process finds it.
+Builds, tiered or not, run one at a time (``BUILDING``), as in a program without
+threads.  The switch is made on a calling thread, between calls (``ready``), never
+under a running one; what the build raised is the caller's to report (``api``).
+``PULLBACK_TIERED=0`` turns tiering off (``config.tiered``).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
+from concurrent.futures import wait as _wait
+from typing import Any
+
+from . import config
+from .backends import interp
+from .ir.core import Func
+
+#: The longest interpreter run, by ``interp.estimate``, a first call is tiered for.
+BUDGET_S = 0.05
+
+#: Held while a specialisation's native code builds, tiered or not (by ``api``).
+BUILDING = threading.Lock()
+
+_lock = threading.Lock()
+#: Specialisations whose native code is pending, by id: (specialisation, build, thread).
+_pending: dict[int, tuple[Any, Future, threading.Thread]] = {}
+
+
+def worth_it(func: Func) -> bool:
+    """Whether ``func``'s first call should run on the interpreter while it builds."""
+    if not config.tiered():
+        return False
+    cost = interp.estimate(func)
+    return cost is not None and cost <= BUDGET_S
+
+
+def defer(staged: Any, build: Callable[[], Any]) -> None:
+    """Build ``staged``'s native code with ``build`` on a thread started by ``start``."""
+    future: Future = Future()
+
+    def target() -> None:
+        if not future.set_running_or_notify_cancel():
+            return
+        try:
+            value = build()
+        except BaseException as e:  # noqa: BLE001 (handed to the caller, see ``ready``)
+            future.set_exception(e)
+        else:
+            future.set_result(value)
+
+    thread = threading.Thread(target=target, name=f"pullback-build-{staged.func.name}")
+    with _lock:
+        _pending[id(staged)] = (staged, future, thread)
+
+
+def pending(staged: Any) -> bool:
+    """Whether ``staged``'s native code is deferred and not yet taken (``ready``)."""
+    return id(staged) in _pending
+
+
+def start(staged: Any) -> None:
+    """Start ``staged``'s deferred build, unless it has started."""
+    with _lock:
+        entry = _pending.get(id(staged))
+        if entry is not None and entry[2].ident is None:
+            entry[2].start()
+
+
+def ready(staged: Any) -> Future | None:
+    """``staged``'s finished build (its result, or what it raised), taken off the pending
+    list: None while it runs or when there is none (or another thread took it)."""
+    entry = _pending.get(id(staged))
+    if entry is None or not entry[1].done():
+        return None
+    with _lock:
+        return None if _pending.pop(id(staged), None) is None else entry[1]
+
+
+def wait(staged: Any) -> Future | None:
+    """``staged``'s build, started if need be and waited for, as ``ready`` takes it."""
+    entry = _pending.get(id(staged))
+    if entry is None:
+        return None
+    start(staged)
+    _wait([entry[1]])
+    return ready(staged)
+
+
+def wait_all() -> list[tuple[Any, Future]]:
+    """Every pending build, started and waited for: (specialisation, build) pairs."""
+    with _lock:
+        stageds = [entry[0] for entry in _pending.values()]
+    done = [(staged, wait(staged)) for staged in stageds]
+    return [(staged, future) for staged, future in done if future is not None]
