@@ -609,7 +609,8 @@ PB_DECLARE_GEMM(int64, int64_t)
 
 /* Factorizations by LAPACK: the runtime library lapack.c (built once and linked), a
  * batch of `count` row-major matrices a call.  eigh, svd, qr: nonzero on failure, the
- * error set; cholesky: nonzero when a matrix is not positive definite. */
+ * error set; cholesky: nonzero when a matrix is not positive definite;
+ * cholesky_adjoint: nonzero when its workspace cannot be allocated. */
 #define PB_DECLARE_LAPACK_CALLS(S, T)                                                     \
     int pb_lapack_eigh_##S(pb_ctx *ctx, int64_t count, int64_t n, const T *a, T *w, T *v, \
                            int lower, int vectors);                                       \
@@ -618,6 +619,8 @@ PB_DECLARE_GEMM(int64, int64_t)
     int pb_lapack_qr_##S(pb_ctx *ctx, int64_t count, int64_t m, int64_t n, const T *a,    \
                          T *q, T *r, int complete);                                       \
     int pb_lapack_cholesky_##S(int64_t count, int64_t n, const T *a, T *l);               \
+    int pb_lapack_cholesky_adjoint_##S(pb_ctx *ctx, int64_t count, int64_t n, const T *l, \
+                                       const T *c, T *g);                                 \
     void pb_lapack_lu_##S(int64_t count, int64_t n, T *lu, int32_t *pivots, int32_t *perm);
 PB_DECLARE_LAPACK_CALLS(float32, float)
 PB_DECLARE_LAPACK_CALLS(float64, double)
