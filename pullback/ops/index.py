@@ -152,14 +152,19 @@ def _dynamic_update_slice_impl(x, upd, *starts):
 
 
 def _dynamic_update_slice_vjp(primals, outs, cts):
-    """The operand gets the cotangent outside the window, the update the window's."""
+    """The operand gets the cotangent outside the window, the update the window's.
+
+    The window is read before it is zeroed: then ``ct`` dies at the write, which the
+    backend makes in place, instead of a copy of the whole array per update (a loop
+    writing one element per iteration would be quadratic in its backward).  One
+    element is read as a 0-d value there and then (the backend's one-load pair; the
+    update's own 0-d reshape later is the same value to CSE), not as a buffer."""
     x, upd, *starts = primals
     (ct,) = cts
-    return [
-        dynamic_update_slice(ct, zeros(upd.type), *starts),
-        dynamic_slice(ct, *starts, sizes=upd.type.shape),
-        *[None] * len(starts),
-    ]
+    window = dynamic_slice(ct, *starts, sizes=upd.type.shape)
+    if upd.type.size == 1:
+        window = S.reshape(S.reshape(window, shape=()), shape=upd.type.shape)
+    return [dynamic_update_slice(ct, zeros(upd.type), *starts), window, *[None] * len(starts)]
 
 
 def _write(w: Atom, dw: B.Dim, upd: Atom, du: B.Dim, idxs, axes, size: int):

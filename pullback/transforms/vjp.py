@@ -631,36 +631,70 @@ def _counting(fwd: Block, cond: Block, n: int) -> Block:
 _CHEAP = frozenset({"add", "sub", "mul", "neg", "abs", "sign", "max", "min", "convert",
                     "select", "eq", "ne", "lt", "le", "gt", "ge", "and", "or", "not", "iota"})
 
+#: The most equations recomputed for one scalar: an index such as ``u[i - 1]`` (the
+#: position NumPy's negative indices wrap to) is a handful; longer chains are pushed.
+_SCALAR_CHAIN = 12
 
-def _cheap(eqn: Eqn) -> bool:
-    """Whether ``eqn`` makes an array worth recomputing: cheap element-wise arithmetic,
-    or moving data (a reshape, slice, broadcast...: a copy at most, where the tape
-    would copy twice)."""
-    if len(eqn.outputs) != 1 or eqn.outputs[0].type.shape == ():
+
+def _cheap(eqn: Eqn, scalar: bool = False) -> bool:
+    """Whether ``eqn`` makes an array (or, with ``scalar``, a 0-d value) worth
+    recomputing: cheap element-wise arithmetic, or for arrays moving data (a reshape,
+    slice, broadcast...: a copy at most, where the tape would copy twice)."""
+    if len(eqn.outputs) != 1 or (eqn.outputs[0].type.shape == ()) != scalar:
         return False
     kind = eqn.op.fusion
-    return kind in ("reshape", "broadcast") or eqn.op.name == "dynamic_slice" or \
+    return (not scalar and (kind in ("reshape", "broadcast") or
+                            eqn.op.name == "dynamic_slice")) or \
         (kind == "elementwise" and eqn.op.name in _CHEAP)
 
 
 def _recomputed(fwd: Block, residuals: list[Var], known: dict[int, Atom]
                 ) -> tuple[list[Var], list[Eqn]]:
     """Split what the backward reads into the values to push and the equations it
-    recomputes (in forward order): an array made by a chain of cheap element-wise steps
-    from pushed, known or scalar values (scalars are pushed: that costs next to nothing)
-    is cheaper to compute again than to move through the tape twice."""
+    recomputes (in forward order).  Recomputed: a scalar made by a few cheap steps from
+    known values and constants alone (a loop's index arithmetic: ``i - 1`` wrapped as
+    NumPy wraps negative indices), which costs less than a push and a pop per
+    iteration; and an array made by a chain of cheap element-wise steps from pushed,
+    known or scalar values (other scalars are pushed: that costs next to nothing),
+    which is cheaper to compute again than to move through the tape twice."""
     made = {id(o): e for e in fwd.eqns for o in e.outputs}
-    pushed = {id(r) for r in residuals}
+    params = {id(p) for p in fwd.params}
     again: dict[int, Eqn] = {}
 
+    def derived(a: Atom, eqns: dict[int, Eqn]) -> bool:
+        """Whether the scalar ``a`` follows from known values and constants by cheap
+        steps, noting them in ``eqns`` (at most ``_SCALAR_CHAIN`` of them)."""
+        if not isinstance(a, Var) or any(id(a) in d for d in (known, again, eqns)) or \
+                (id(a) not in made and id(a) not in params):  # read from outside
+            return True
+        eqn = made.get(id(a))
+        if eqn is None or not _cheap(eqn, scalar=True) or len(eqns) >= _SCALAR_CHAIN:
+            return False
+        eqns[id(a)] = eqn
+        return all(derived(x, eqns) for x in eqn.inputs)
+
+    def recompute(r: Var, eqns: dict[int, Eqn]) -> None:
+        again.update(eqns)
+        pushed.discard(id(r))
+
+    pushed = {id(r) for r in residuals}
+    for r in residuals:
+        eqns: dict[int, Eqn] = {}
+        if r.type.shape == () and derived(r, eqns):
+            recompute(r, eqns)
+
     def plan(a: Atom, eqns: dict[int, Eqn], scalars: dict[int, Var]) -> bool:
-        """Whether ``a`` can be had in the backward, noting the equations to recompute
-        and the scalars to push that it takes."""
+        """Whether the array ``a`` can be had in the backward, noting the equations to
+        recompute and the scalars to push that it takes."""
         if not isinstance(a, Var) or any(id(a) in d for d in (known, again, eqns)) or \
                 id(a) in pushed:
             return True
         if a.type.shape == ():
-            scalars[id(a)] = a
+            chain: dict[int, Eqn] = {}
+            if derived(a, chain):
+                eqns.update(chain)
+            else:
+                scalars[id(a)] = a
             return True
         eqn = made.get(id(a))
         if eqn is None or not _cheap(eqn) or not all(plan(x, eqns, scalars)
@@ -669,25 +703,24 @@ def _recomputed(fwd: Block, residuals: list[Var], known: dict[int, Atom]
         eqns[id(a)] = eqn
         return True
 
-    kept, extra = [], []
+    extra = []
     for r in residuals:
+        if id(r) not in pushed or r.type.shape == ():
+            continue
         eqn = made.get(id(r))
         eqns: dict[int, Eqn] = {}
         scalars: dict[int, Var] = {}
         if eqn is None or not _cheap(eqn) or not all(plan(x, eqns, scalars)
                                                      for x in eqn.inputs):
-            kept.append(r)
             continue
-        again.update(eqns)
-        again[id(r)] = eqn
-        pushed.discard(id(r))
+        recompute(r, {**eqns, id(r): eqn})
         for k, v in scalars.items():
             if k not in pushed:
                 pushed.add(k)
                 extra.append(v)
     order = {id(e): k for k, e in enumerate(fwd.eqns)}
     eqns = sorted({id(e): e for e in again.values()}.values(), key=lambda e: order[id(e)])
-    return [*kept, *extra], eqns
+    return [*[r for r in residuals if id(r) in pushed], *extra], eqns
 
 
 def _pop_residuals(bwd: Block, residuals: list[Var], known: dict[int, Atom],
