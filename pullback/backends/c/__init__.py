@@ -19,11 +19,13 @@ the glue library; a compiled function collected hands its kept memory back.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 
 from ...ir.core import Func
 from . import pipeline
-from .build.compiler import NoCompilerError, warn_no_compiler_once
+from .build.compiler import NoCompilerError, start_libraries, warn_no_compiler_once
+from .build.libraries import HEADERS, linked_by_all
 from .call.compiled import Compiled
 from .call.fast import FastEntry, fast_entry
 from .emit.source import Source
@@ -41,5 +43,13 @@ def source_of(func: Func, donated: Mapping[int, int] | None = None) -> Source:
 def compile_func(func: Func, donated: Mapping[int, int] | None = None) -> Compiled:
     """Native code for ``func``; raises ``Unsupported`` for what the backend lacks.
     ``donated``: the array parameters callers hand over, each with the result of its
-    type it may be updated into in place (``pb.jit(..., donate_argnums=)``)."""
+    type it may be updated into in place (``pb.jit(..., donate_argnums=)``).  The first
+    compile on a machine starts the compiler probes and the glue library every module
+    links before its own stages, which then run beside them."""
+    _start_once()
     return pipeline.run(func, donated=donated)
+
+
+@functools.cache
+def _start_once() -> None:
+    start_libraries(linked_by_all(), HEADERS)

@@ -73,16 +73,15 @@ def test_build_load_run_and_memoise(cache_dir):
 
 @needs_cc
 def test_compiler_probes_are_cached_on_disk(cache_dir, monkeypatch):
-    compiler._probed.cache_clear()
+    compiler._probes.clear()
     compiler.build_module(add_source("pb_t_probe1"), "pb_t_probe1", headers=HEADERS)
     assert len(list(cache_dir.glob("probes-*.json"))) == 1
 
     def no_probe(*args):
         raise AssertionError("probed again")
 
-    compiler._probed.cache_clear()  # as in a new process
-    monkeypatch.setattr(compiler, "_rejected_flags", no_probe)
-    monkeypatch.setattr(compiler, "_has_vector_math", no_probe)
+    compiler._probes.clear()  # as in a new process
+    monkeypatch.setattr(compiler, "_probe", no_probe)
     module = compiler.build_module(add_source("pb_t_probe2"), "pb_t_probe2", headers=HEADERS)
     assert add(module, 1.5, 2.0) == 3.5
 

@@ -28,6 +28,7 @@ import shlex
 import shutil
 import subprocess
 import sysconfig
+import threading
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -38,10 +39,11 @@ import numpy
 
 from .... import config
 from ....errors import CompileError
-from ..build import cache
+from . import cache
+from .libraries import FLAGS as LIBRARY_FLAGS
 
-if TYPE_CHECKING:
-    from concurrent.futures import Future
+if TYPE_CHECKING:  # concurrent.futures is imported when a build needs it (12 ms)
+    from concurrent.futures import Future, ThreadPoolExecutor
 
 BLAS_PREFIX = "scipy_"
 BLAS_HEADER = "cblas.h"
@@ -51,27 +53,26 @@ BASE_FLAGS = ("-O3", "-fPIC", "-shared", "-std=c11", "-fno-strict-aliasing",
 OPTIONAL_FLAGS = ("-march=native", "-fopenmp")
 STDERR_LINES = 50
 
-# A loop calling a math function that glibc's libmvec has in vector form: when it links,
-# generated code may declare those functions `omp declare simd` (PB_MVEC) and link -lmvec.
-_MVEC_PROBE = """\
-#include <math.h>
-#pragma omp declare simd notinbranch
-float expf(float);
-float x[64];
-int main(void) {
-    #pragma omp simd
-    for (int i = 0; i < 64; i++) x[i] = expf(x[i]);
-    return 0;
-}
-"""
-
-_SHARED_PROBE_SOURCE = "int pb_probe(void) { return 0; }\n"
-
+#: The probe program: a loop calling a math function that glibc's libmvec has in vector
+#: form, and OpenMP.  Built with every optional flag and -lmvec it answers every probe at
+#: once where all is well; built without PB_MVEC_PROBE, with one optional flag at a time,
+#: it finds what the compiler rejects.  Where vector math links, generated code may
+#: declare those functions `omp declare simd` (PB_MVEC) and link -lmvec.
 _PROBE_SOURCE = """\
 #ifdef _OPENMP
 #include <omp.h>
 #endif
+#ifdef PB_MVEC_PROBE
+#include <math.h>
+#pragma omp declare simd notinbranch
+float expf(float);
+float x[64];
+#endif
 int main(void) {
+#ifdef PB_MVEC_PROBE
+    #pragma omp simd
+    for (int i = 0; i < 64; i++) x[i] = expf(x[i]);
+#endif
 #ifdef _OPENMP
     return omp_get_max_threads() > 0 ? 0 : 1;
 #else
@@ -79,6 +80,8 @@ int main(void) {
 #endif
 }
 """
+
+_SHARED_PROBE_SOURCE = "int pb_probe(void) { return 0; }\n"
 
 
 class BuildError(CompileError):
@@ -119,16 +122,12 @@ def build_module(source: str, module_name: str, *,
     """Compile source (which defines PyInit_<module_name>) and import it, or take it from
     the cache; headers (file name -> text) are written beside the source and beside the
     libraries' (name -> C source): shared libraries the module links, each built once.
-    Libraries not yet in the cache build on threads of their own while the module
-    compiles (the first module with products on a machine waits for the longest build,
-    not for all of them in turn)."""
+    Libraries not yet in the cache build on threads of their own while the compiler
+    probes run and the module compiles (the first module on a machine waits for the
+    longest build, not for all of them in turn)."""
     headers = dict(headers or {})
     _check_names(module_name, headers)
-    found = _compiler()
-    if found is None:
-        raise NoCompilerError(_no_compiler_message(),
-                              hint="install gcc or clang, or set PULLBACK_CC to a C compiler")
-    argv, version = found
+    argv, version = _found()
     cflags = _cflags()
     linked = [_library(argv, version, tuple(cflags), name, text, headers)
               for name, text in sorted((libraries or {}).items())]
@@ -137,10 +136,8 @@ def build_module(source: str, module_name: str, *,
     key = cache.key(source, sorted(headers.items()), argv, version, cflags, ldflags,
                     module_name, numpy.__version__, sysconfig.get_config_var("EXT_SUFFIX"),
                     _cpu_id())
-    missing = [entry for entry in linked if cache.existing(*entry[:2]) is None]
-    if missing:
-        _probed(argv, version, tuple(cflags))  # once, before the threads that read it
-    with _building(missing) as pending:
+    with _building([entry for entry in linked if cache.existing(*entry[:2]) is None]
+                   ) as pending:
 
         def build(out: Path) -> None:
             accepted, vector = _probed(argv, version, tuple(cflags))
@@ -153,39 +150,108 @@ def build_module(source: str, module_name: str, *,
         return cache.load(key, module_name, build)
 
 
+def start_libraries(libraries: Mapping[str, str], headers: Mapping[str, str]) -> None:
+    """Start building, on threads of their own, those of the libraries (name -> C source)
+    the cache lacks and the compiler probes, so that a first compile's own stages run
+    beside them; ``build_module`` then waits for these builds instead of starting its
+    own.  Nothing happens without a working compiler (``build_module`` says so)."""
+    found = _compiler()
+    if found is None:
+        return
+    cflags = tuple(_cflags())
+    _probing(*found, cflags)
+    entries = [_library(*found, cflags, name, text, dict(headers))
+               for name, text in sorted(libraries.items())]
+    _start([entry for entry in entries if cache.existing(*entry[:2]) is None])
+
+
+def _found() -> tuple[tuple[str, ...], str]:
+    """The compiler (``_compiler``), or NoCompilerError."""
+    found = _compiler()
+    if found is None:
+        raise NoCompilerError(_no_compiler_message(),
+                              hint="install gcc or clang, or set PULLBACK_CC to a C compiler")
+    return found
+
+
 def _library(argv: tuple[str, ...], version: str, cflags: tuple[str, ...], name: str,
              source: str, headers: dict[str, str]
              ) -> tuple[str, str, Callable[[Path], None]]:
     """The cache key, file name and build of the shared library ``lib<name>`` (its file
     name, with the key, is also its soname: the modules linking it find it through an
-    rpath)."""
+    rpath), compiled with the flags of ``libraries.FLAGS`` added.  The build does not
+    wait for the compiler probes: it compiles with every flag asked for, which they
+    accept nearly everywhere, and again with those they accept where they reject any."""
     key = cache.key("library", name, source, sorted(headers.items()), argv, version, cflags,
                     numpy.__version__, sysconfig.get_config_var("EXT_SUFFIX"), _cpu_id())
     soname = f"lib{name}-{key}.so"
 
     def build(out: Path) -> None:
-        accepted, _ = _probed(argv, version, cflags)
+        probes = _probing(argv, version, cflags)
         install = f"-Wl,-install_name,@rpath/{soname}" if platform.system() == "Darwin" \
             else f"-Wl,-soname,{soname}"
         python = ["-undefined", "dynamic_lookup"] if platform.system() == "Darwin" else []
-        _compile([*argv, *accepted, "-ffp-contract=fast", install], python, source,
-                 f"lib{name}", headers, out)
+
+        def compile_with(flags: Sequence[str]) -> None:
+            _compile([*argv, *flags, "-ffp-contract=fast", *LIBRARY_FLAGS.get(name, ()),
+                      install], python, source, f"lib{name}", headers, out)
+
+        try:
+            compile_with(cflags)
+        except BuildError:
+            if probes.result()[0] == list(cflags):
+                raise
+        else:
+            if probes.result()[0] == list(cflags):
+                return
+        compile_with(probes.result()[0])
 
     return key, f"lib{name}.so", build
+
+
+@functools.cache
+def _workers() -> ThreadPoolExecutor:
+    """The threads that run the probes and library builds (each a compiler process)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    return ThreadPoolExecutor(8, thread_name_prefix="pullback-build")
+
+
+#: Library builds under way in this process, by cache key.
+_builds: dict[str, Future[Path]] = {}
+_builds_lock = threading.Lock()
+
+
+def _start(entries: Sequence[tuple[str, str, Callable[[Path], None]]]) -> list[Future[Path]]:
+    """Each cache entry's build, started on a worker thread unless one is under way."""
+    jobs = []
+    with _builds_lock:
+        for key, file, build in entries:
+            job = _builds.get(key)
+            if job is None:
+                job = _builds[key] = _workers().submit(cache.entry, key, file, build)
+                job.add_done_callback(functools.partial(_ended, key))
+            jobs.append(job)
+    return jobs
+
+
+def _ended(key: str, job: Future[Path]) -> None:
+    with _builds_lock:
+        if _builds.get(key) is job:
+            del _builds[key]
 
 
 @contextlib.contextmanager
 def _building(entries: list[tuple[str, str, Callable[[Path], None]]]
               ) -> Iterator[list[Future[Path]]]:
-    """The cache entries built, each on a thread of its own (a compiler process), while
-    the body runs; on the way out every build has ended."""
-    if not entries:
-        yield []
-        return
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(len(entries), thread_name_prefix="pullback-library") as pool:
-        yield [pool.submit(cache.entry, *entry) for entry in entries]
+    """The cache entries built (or their builds under way), while the body runs; on the
+    way out every one has ended, so none outlives the cache directory it writes to."""
+    jobs = _start(entries)
+    try:
+        yield jobs
+    finally:
+        for job in jobs:
+            job.exception()  # waits; its error, if any, is the body's to raise
 
 
 def _finish(pending: Sequence[Future[Path]]) -> None:
@@ -252,59 +318,94 @@ def _ldflags() -> list[str]:
     return flags
 
 
-@functools.cache
+#: The compiler probes' answers, found or being found, per compiler, version and flags.
+_probes: dict[tuple[object, ...], Future[tuple[list[str], bool]]] = {}
+_probes_lock = threading.Lock()
+
+
+def _probing(argv: tuple[str, ...], version: str, cflags: tuple[str, ...]
+             ) -> Future[tuple[list[str], bool]]:
+    """The answers of ``_probed``: read from the cache or found by the probes, on a worker
+    thread started by the first to ask (the libraries' builds need not wait for them); a
+    probe that failed runs again for the next to ask."""
+    with _probes_lock:
+        job = _probes.get((argv, version, cflags))
+        if job is None or (job.done() and job.exception() is not None):
+            job = _probes[argv, version, cflags] = _workers().submit(
+                _probe_entry, argv, version, cflags)
+        return job
+
+
 def _probed(argv: tuple[str, ...], version: str, cflags: tuple[str, ...]
             ) -> tuple[list[str], bool]:
-    """The flags this compiler accepts and whether vector math links: probes that build
-    small programs (a fifth of a second), so their answers are cached on disk too."""
+    """The flags this compiler accepts and whether vector math links."""
+    return _probing(argv, version, cflags).result()
 
-    def probe(out: Path) -> None:
-        _check_builds_shared_libraries(argv, cflags)
-        rejected = _rejected_flags(argv)
-        accepted = [flag for flag in cflags if flag not in rejected]
-        out.write_text(json.dumps([accepted, _has_vector_math(argv, tuple(accepted))]))
 
-    path = cache.entry(cache.key("probes", argv, version, cflags), "probes.json", probe)
+def _probe_entry(argv: tuple[str, ...], version: str, cflags: tuple[str, ...]
+                 ) -> tuple[list[str], bool]:
+    """The probes' answers, cached on disk: they build small programs (a tenth of a
+    second)."""
+    path = cache.entry(cache.key("probes", argv, version, cflags), "probes.json",
+                       lambda out: out.write_text(json.dumps(_probe(argv, cflags))))
     accepted, vector = json.loads(cache.payload(path))
     return accepted, vector
 
 
-def _check_builds_shared_libraries(argv: tuple[str, ...], cflags: tuple[str, ...]) -> None:
-    """Raise NoCompilerError (and remember why, for the rest of the process) unless the
-    compiler builds a shared library from a one-line C file: a program that answers
-    --version and exits 0 without writing anything (PULLBACK_CC=echo) is no compiler."""
+def _probe(argv: tuple[str, ...], cflags: tuple[str, ...]) -> tuple[list[str], bool]:
+    """Build, at once, a shared library from a one-line C file (NoCompilerError unless it
+    comes out: see ``_check_shared``) and the probe program with every optional flag and
+    vector math; only where that fails, a program for each optional flag alone (at once),
+    then the vector math probe with the flags accepted."""
     base = [flag for flag in cflags if flag in BASE_FLAGS]
     with cache.scratch("probe") as tmp:
-        Path(tmp, "probe.c").write_text(_SHARED_PROBE_SOURCE)
-        proc = _run([*argv, *base, "probe.c", "-o", "probe.so"], tmp)
-        made = Path(tmp, "probe.so")
-        problem = (f"exit status {proc.returncode}" if proc.returncode != 0 else
-                   "it wrote nothing" if not made.exists() else
-                   cache.shared_object_problem(made.read_bytes()))
+        Path(tmp, "shared.c").write_text(_SHARED_PROBE_SOURCE)
+        Path(tmp, "probe.c").write_text(_PROBE_SOURCE)
+        shared, everything = _run_all(argv, tmp, [[*base, "shared.c", "-o", "shared.so"],
+                                                  _vector_math_probe(cflags)])
+        _check_shared(shared, Path(tmp, "shared.so"))
+        if everything == 0:
+            return list(cflags), True
+        statuses = _run_all(argv, tmp, [["-std=c11", flag, "probe.c", "-o", f"probe{k}"]
+                                        for k, flag in enumerate(OPTIONAL_FLAGS)])
+        rejected = {flag for flag, status in zip(OPTIONAL_FLAGS, statuses, strict=True)
+                    if status != 0}
+        accepted = [flag for flag in cflags if flag not in rejected]
+        (vector,) = _run_all(argv, tmp, [_vector_math_probe(tuple(accepted))])
+        return accepted, vector == 0
+
+
+def _vector_math_probe(flags: tuple[str, ...]) -> list[str]:
+    """The compiler's arguments building the probe program with vectorised math functions
+    (glibc's libmvec) and those of the flags that shape the loop's code."""
+    wanted = [f for f in flags if f.startswith(("-march", "-fopenmp", "-O"))]
+    return ["-std=c11", *wanted, "-fno-math-errno", "-DPB_MVEC_PROBE", "probe.c", "-o",
+            "probe", "-lmvec", "-lm"]
+
+
+def _run_all(argv: tuple[str, ...], cwd: Path, commands: list[list[str]]) -> list[int]:
+    """Run the compiler with each argument list, all at once, in cwd (as ``_run``); their
+    exit statuses."""
+    env = {**os.environ, "TMPDIR": str(cwd)}
+    procs = [subprocess.Popen([*argv, *args], cwd=cwd, env=env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL) for args in commands]
+    return [proc.wait() for proc in procs]
+
+
+def _check_shared(status: int, made: Path) -> None:
+    """Raise NoCompilerError (and remember why, for the rest of the process) unless the
+    compiler built the shared library ``made`` (exit status ``status``): a program that
+    answers --version and exits 0 without writing anything (PULLBACK_CC=echo) is no
+    compiler."""
+    problem = (f"exit status {status}" if status != 0 else
+               "it wrote nothing" if not made.exists() else
+               cache.shared_object_problem(made.read_bytes()))
     if problem is not None:
         command = config.compiler()
         _unusable[command] = (f"`{command}` is not a working C compiler: it built no shared "
                               f"library from a one-line C file ({problem})")
         raise NoCompilerError(_unusable[command],
                               hint="set PULLBACK_CC to a C compiler (gcc or clang)")
-
-
-def _rejected_flags(argv: tuple[str, ...]) -> frozenset[str]:
-    """The optional flags this compiler cannot build and link a program with."""
-    with cache.scratch("probe") as tmp:
-        Path(tmp, "probe.c").write_text(_PROBE_SOURCE)
-        return frozenset(flag for flag in OPTIONAL_FLAGS
-                         if _run([*argv, "-std=c11", flag, "probe.c", "-o", "probe"],
-                                 tmp).returncode != 0)
-
-
-def _has_vector_math(argv: tuple[str, ...], flags: tuple[str, ...]) -> bool:
-    """Whether vectorised math functions (glibc's libmvec) link with these flags."""
-    wanted = [f for f in flags if f.startswith(("-march", "-fopenmp", "-O"))]
-    with cache.scratch("probe") as tmp:
-        Path(tmp, "probe.c").write_text(_MVEC_PROBE)
-        return _run([*argv, *wanted, "-fno-math-errno", "probe.c", "-o", "probe", "-lmvec",
-                     "-lm"], tmp).returncode == 0
 
 
 def _compile(command: list[str], ldflags: list[str], source: str, module_name: str,

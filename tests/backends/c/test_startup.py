@@ -1,0 +1,72 @@
+"""A machine's first compile: the compiler probes (one combined compile where all is
+well) and the runtime libraries, built once, beside the module's own compile."""
+
+from pathlib import Path
+
+import pytest
+
+from pullback.backends.c.build import compiler
+
+from .build_child import HEADERS, LIBRARIES, add_source, linked_module
+
+needs_cc = pytest.mark.skipif(not compiler.have_compiler(), reason="no C compiler")
+
+
+@pytest.fixture
+def logged_cc(tmp_path, monkeypatch):
+    """A fresh cache and a compiler that logs each command line; with ``reject`` set, it
+    fails every command holding that flag. The log's lines, per command."""
+    monkeypatch.setenv("PULLBACK_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("PULLBACK_CFLAGS", raising=False)
+    log = tmp_path / "cc.log"
+
+    def use(reject: str = "") -> Path:
+        wrapper = tmp_path / "cc-logged"
+        refuse = f'case " $* " in *" {reject} "*) exit 1;; esac\n' if reject else ""
+        wrapper.write_text(f'#!/bin/sh\necho "$@" >> {log}\n{refuse}'
+                           f'exec {compiler.compiler_info()[0]} "$@"\n')
+        wrapper.chmod(0o755)
+        monkeypatch.setenv("PULLBACK_CC", str(wrapper))
+        return log
+
+    return use
+
+
+def lines(log: Path, word: str) -> list[list[str]]:
+    return [line.split() for line in log.read_text().splitlines() if word in line.split()]
+
+
+@needs_cc
+def test_a_working_compiler_is_probed_by_two_compiles(logged_cc):
+    """A shared library (is it a compiler?) and one program with every optional flag and
+    vector math, at once; the cached answers serve a new process."""
+    log = logged_cc()
+    compiler._probes.clear()
+    compiler.build_module(add_source("pb_t_su1"), "pb_t_su1", headers=HEADERS)
+    assert len(lines(log, "shared.c")) == 1
+    (probe,) = lines(log, "probe.c")
+    assert {"-march=native", "-fopenmp", "-lmvec"} <= set(probe)
+    compiler._probes.clear()  # as in a new process
+    compiler.build_module(add_source("pb_t_su2"), "pb_t_su2", headers=HEADERS)
+    assert len(lines(log, "probe.c")) == 1
+
+
+@needs_cc
+def test_libraries_started_early_build_once(logged_cc):
+    """Libraries started before the module's build (``start_libraries``, as a first
+    compile does for the glue) are built once: the module waits for those builds."""
+    log = logged_cc()
+    compiler.start_libraries(LIBRARIES, {})
+    assert linked_module("pb_t_su3").f(1.25) == 3.5
+    assert len(lines(log, "libpbtwice.c")) == len(lines(log, "libpbinc.c")) == 1
+
+
+@needs_cc
+def test_a_library_rebuilds_without_a_flag_the_probes_reject(logged_cc):
+    """A library builds before the probes answer, with every flag asked for; where the
+    probes reject one, it is built again without it."""
+    log = logged_cc(reject="-fopenmp")
+    compiler._probes.clear()
+    assert linked_module("pb_t_su4").f(1.25) == 3.5
+    builds = lines(log, "libpbtwice.c")
+    assert "-fopenmp" in builds[0] and "-fopenmp" not in builds[-1]
