@@ -14,12 +14,16 @@ the interpreter lock) and runs on a thread that is not a daemon: a process endin
 one runs waits for it, so the cache entry is written and the next process finds it.
 Builds, tiered or not, run one at a time (``BUILDING``), as in a program without
 threads.  The switch is made on a calling thread, between calls (``ready``), never
-under a running one; what the build raised is the caller's to report (``api``).
+under a running one; what the build raised is the caller's to report (``api``).  A
+child forked while builds run has none of their threads: its pending builds are dropped
+(its calls of them run on the interpreter) rather than waited for forever, and the locks
+a build thread held are made anew.
 ``PULLBACK_TIERED=0`` turns tiering off (``config.tiered``).
 """
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -39,6 +43,17 @@ BUILDING = threading.Lock()
 _lock = threading.Lock()
 #: Specialisations whose native code is pending, by id: (specialisation, build, thread).
 _pending: dict[int, tuple[Any, Future, threading.Thread]] = {}
+
+
+def _forked() -> None:
+    """In a forked child: no build runs, and no lock is held by a thread it lacks."""
+    global BUILDING, _lock
+    BUILDING, _lock = threading.Lock(), threading.Lock()
+    _pending.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forked)
 
 
 def worth_it(func: Func) -> bool:
