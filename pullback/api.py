@@ -178,11 +178,13 @@ def _output(value: np.ndarray, spec: tuple, inputs: list) -> Any:
 def run(staged: Staged, sig: Signature, extra: Sequence[Any] = ()) -> Any:
     """Run a specialisation on the run-time leaves of a call's arguments (and on the
     values of its ``extra`` parameters); its result, and the arguments it mutates
-    written back.  A specialisation whose native code is deferred (``tiered``) switches
-    to it once built, and has its build started after its first run."""
+    written back.  A specialisation whose native code is deferred (``tiered``) runs on
+    the interpreter once, starting its build when that run ends; a later call waits for
+    the build and runs natively."""
     if not tiered.pending(staged):
         return _run(staged, sig, extra)
-    _switch(staged, tiered.ready(staged))
+    if tiered.started(staged):
+        _switch(staged, tiered.wait(staged))
     try:
         return _run(staged, sig, extra)
     finally:

@@ -1,6 +1,8 @@
 """Tiered execution: a specialisation the interpreter runs quickly runs there on its first
-call while its native code builds on a thread of its own; a later call that finds the
-build done switches to it.
+call, and its native code builds on a thread of its own from the end of that call; the
+calls after it wait for the build if it has not finished and run natively.  So only a
+first call runs on the interpreter (timing loops time native code from their second
+call), and a program that calls once and goes on to other work does not wait at all.
 
 Why: a native build takes from a third of a second (a cache hit still runs the C
 backend's stages to find its key) to seconds (a C compiler process), while the
@@ -13,8 +15,8 @@ The build starts when the first call has run (it does not compete with that call
 the interpreter lock) and runs on a thread that is not a daemon: a process ending while
 one runs waits for it, so the cache entry is written and the next process finds it.
 Builds, tiered or not, run one at a time (``BUILDING``), as in a program without
-threads.  The switch is made on a calling thread, between calls (``ready``), never
-under a running one; what the build raised is the caller's to report (``api``).  A
+threads.  The switch is made on a calling thread, between calls (``wait``), never under
+a running one; what the build raised is the caller's to report (``api``).  A
 child forked while builds run has none of their threads: its pending builds are dropped
 (its calls of them run on the interpreter) rather than waited for forever, and the locks
 a build thread held are made anew.
@@ -86,6 +88,12 @@ def defer(staged: Any, build: Callable[[], Any]) -> None:
 def pending(staged: Any) -> bool:
     """Whether ``staged``'s native code is deferred and not yet taken (``ready``)."""
     return id(staged) in _pending
+
+
+def started(staged: Any) -> bool:
+    """Whether ``staged``'s deferred build has been started."""
+    entry = _pending.get(id(staged))
+    return entry is not None and entry[2].ident is not None
 
 
 def start(staged: Any) -> None:

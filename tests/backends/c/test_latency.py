@@ -1,6 +1,7 @@
 """Tiered execution (``pullback/tiered.py``): a first call the interpreter runs quickly runs
-there while its native code builds on a thread; ``wait`` switches to it.  Dear
-interpreter runs (long scalar loops, ``while`` loops) compile before their first call."""
+there, its native code builds on a thread, and later calls (or ``wait``) wait for it and
+run natively.  Dear interpreter runs (long scalar loops, ``while`` loops) compile before
+their first call."""
 
 from __future__ import annotations
 
@@ -40,11 +41,18 @@ def test_first_call_runs_on_the_interpreter_then_natively():
     x = np.arange(6.0)
     np.testing.assert_array_equal(f(x), 2.0 * x + 1.0)
     staged, _ = f.specialise(x)
-    assert staged.runner is None and tiered.pending(staged)
-    f.wait()
+    assert staged.runner is None and tiered.pending(staged) and tiered.started(staged)
+    np.testing.assert_array_equal(f(x), 2.0 * x + 1.0)  # waits for the build
     assert staged.runner is not None and not tiered.pending(staged)
-    np.testing.assert_array_equal(f(x), 2.0 * x + 1.0)
     assert f._spec.fast is not None  # the native fast entry from the next call on
+
+
+def test_wait_starts_a_build_no_call_started():
+    f = pb.jit(_affine, backend="c")
+    staged, _ = f.specialise(np.ones(2))
+    assert tiered.pending(staged) and not tiered.started(staged)
+    f.wait()
+    assert staged.runner is not None
 
 
 def test_dear_interpreter_runs_compile_first():
