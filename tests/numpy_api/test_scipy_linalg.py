@@ -102,6 +102,19 @@ def _central(f, args, k, direction, h=1e-6):
     return (f(*plus) - f(*minus)) / (2 * h)
 
 
+def gp_nll(theta, x, y):
+    """A Gaussian process's negative log likelihood (RBF kernel): Cholesky, two solves
+    and a log-determinant, the factor wider than one block of the C backend's adjoint."""
+    z = x / np.exp(theta[:2])
+    sq = np.sum(z * z, axis=1)
+    k = np.exp(theta[2]) * np.exp(z @ z.T - 0.5 * sq[:, None] - 0.5 * sq)
+    low = np.linalg.cholesky(k + np.exp(theta[3]) * np.eye(len(y)))
+    alpha = sl.solve_triangular(low.T, sl.solve_triangular(low, y, lower=True), lower=False)
+    return 0.5 * y @ alpha + np.sum(np.log(np.diag(low)))
+
+
+GP = (np.log([0.8, 1.3, 1.1, 0.3]), rng.uniform(-2, 2, (140, 2)), rng.normal(size=140))
+
 CASES = {
     "solve_triangular": (lambda m, b: np.sum(np.sin(sl.solve_triangular(m, b, lower=True))),
                          (LOWER, B)),
@@ -127,3 +140,13 @@ def test_grad_and_jvp_against_central_differences(name, backend):
         tangents = tuple(t if j == k else np.zeros_like(a) for j, a in enumerate(args))
         _, tan = pb.jvp(fn, args, tangents)
         np.testing.assert_allclose(tan, want, rtol=1e-6, atol=1e-7)
+
+
+def test_gp_likelihood_gradient_on_the_c_backend():
+    """Cholesky's adjoint in blocks (140 > one block of 128) inside a whole program."""
+    theta, x, y = GP
+    grad = pb.jit(pb.grad(gp_nll), backend="c")(theta, x, y)
+    for k in range(len(theta)):
+        step = np.eye(len(theta))[k]
+        want = _central(lambda t: gp_nll(t, x, y), (theta,), 0, step)
+        np.testing.assert_allclose(grad[k], want, rtol=1e-6, atol=1e-7)

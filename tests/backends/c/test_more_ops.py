@@ -1,5 +1,5 @@
-"""The C code of ``sort``, ``cholesky``, ``triangular_solve``, ``lu`` and ``conv`` against
-the interpreter.
+"""The C code of ``sort``, ``cholesky`` (and its adjoint), ``triangular_solve``, ``lu`` and
+``conv`` against the interpreter.
 
 Each test puts many cases (one op application each, with its own parameters) into one
 function, so that one build covers them.  Sorts, pivots and integer results must be
@@ -24,7 +24,7 @@ from pullback.ir.core import Func, Lit
 from pullback.ir.op import Op
 from pullback.ir.types import type_of_value
 from pullback.ops.conv import conv
-from pullback.ops.linalg import cholesky, lu, triangular_solve
+from pullback.ops.linalg import cholesky, cholesky_adjoint, lu, triangular_solve
 from pullback.ops.sort import sort
 
 pytestmark = pytest.mark.skipif(not compiler.have_compiler(), reason="no C compiler")
@@ -151,6 +151,20 @@ def test_cholesky():
     cases = [(cholesky, [spd(batch, n, dt, seed=n)], {})
              for dt in (np.float32, np.float64) for n in (0, 1, 2, 5, 8)
              for batch in ((), (3,), (2, 2), (0,))]
+    check(cases)
+
+
+def test_cholesky_adjoint():
+    """The blocked reverse (blocks of 128 columns) against the interpreter's formula, on
+    factors with junk above the diagonal: one block, a full one, one and a part."""
+    cases = []
+    for dt, n, batch in [(np.float64, 0, ()), (np.float64, 1, (2,)), (np.float32, 5, ()),
+                         (np.float64, 128, ()), (np.float64, 150, (2,)),
+                         (np.float32, 140, ()), (np.float64, 3, (0,))]:
+        low = np.linalg.cholesky(spd(batch, n, np.float64, seed=n))
+        junk = np.triu(normal(low.shape, seed=n + 2), 1)
+        cases.append((cholesky_adjoint, [(low + junk).astype(dt),
+                                         normal(low.shape, dt, seed=n + 3)], {}))
     check(cases)
 
 

@@ -8,7 +8,8 @@ implementation step by step, so sorting gives the same permutation as the interp
 once per matrix; ``eigh``, ``svd`` and ``qr`` are one call of ``lapack.c`` for the whole
 batch, which asks LAPACK for its workspace once and calls the routines NumPy calls
 (``?syevd``, ``?gesdd``, ``?geqrf`` + ``?orgqr``); a failure raises what NumPy raises,
-naming the equation's line.
+naming the equation's line.  ``cholesky_adjoint`` is one call of ``lapack.c`` too: the
+blocked reverse of Cholesky, in BLAS-3 calls.
 
 Operand pointers are taken (``buf``) before any loop opens: a fused operand is computed
 into a buffer where ``buf`` is called.
@@ -97,6 +98,15 @@ def op_cholesky(lw: Lowering, eqn: Eqn) -> None:
                    ("LinAlgError", "Matrix is not positive definite"), lw.mod.site(eqn)))
 
 
+@handles("cholesky_adjoint")
+def op_cholesky_adjoint(lw: Lowering, eqn: Eqn) -> None:
+    """The blocked reverse of Cholesky in ``lapack.c`` (BLAS-3 calls), once per batch."""
+    low, ct = eqn.inputs
+    srcs = [lw.buf(x) for x in (low, ct)]
+    _lapack(lw, eqn, "cholesky_adjoint", Int(low.type.shape[-1]), *srcs,
+            Sym(lw.define(eqn.outputs[0])))
+
+
 @handles("triangular_solve")
 def op_triangular_solve(lw: Lowering, eqn: Eqn) -> None:
     """``b`` copied into the result, solved there in place by ``?trsm`` (row-major:
@@ -133,7 +143,7 @@ def op_lu(lw: Lowering, eqn: Eqn) -> None:
 
 def _lapack(lw: Lowering, eqn: Eqn, routine: str, *args: Expr) -> None:
     """Call ``pb_lapack_<routine>_<dtype>(ctx, count, *args)`` for ``eqn``'s batch."""
-    (a,) = eqn.inputs
+    a = eqn.inputs[0]
     count = math.prod(a.type.shape[:-2])
     lw.add(Runtime(f"pb_lapack_{routine}_{a.type.dtype.name}",
                    (Sym("ctx"), Int(count), *args), ("", ""), lw.mod.site(eqn)))

@@ -1,5 +1,6 @@
-/* pullback's runtime library of LAPACK factorizations (eigh, svd, qr, cholesky, lu),
- * built once per compiler and flags and linked by each module that calls them.  Each
+/* pullback's runtime library of LAPACK factorizations (eigh, svd, qr, cholesky, lu) and
+ * of Cholesky's adjoint (in BLAS-3 calls), built once per compiler and flags and linked
+ * by each module that calls them.  Each
  * routine takes a batch of `count` row-major matrices, asks LAPACK once for its workspace
  * where it needs one, and calls the routine NumPy's np.linalg calls (?syevd, ?gesdd,
  * ?geqrf + ?orgqr, ?potrf, ?getrf) on a column-major copy of each matrix, as NumPy does,
@@ -10,6 +11,13 @@
  * MemoryError. */
 
 #include "runtime.h"
+
+#include <cblas.h>
+
+/* Columns per block of the blocked reverse of Cholesky: wide enough for OpenBLAS's GEMM
+ * to run near its peak, narrow enough that the diagonal blocks' own adjoints (3 b^3
+ * flops each in small calls) stay a small part of the work. */
+#define PB_CHOLESKY_BLOCK 128
 
 typedef int32_t pb_lapack_int;
 
@@ -73,6 +81,28 @@ static void *pb_lapack_alloc(pb_ctx *ctx, size_t count, size_t size, int *failed
     static void pb_identity_##S(T *dst, int64_t rows, int64_t cols) {                     \
         for (int64_t i = 0; i < rows; i++)                                                \
             for (int64_t j = 0; j < cols; j++) dst[i * cols + j] = i == j;                \
+    }                                                                                     \
+    /* The adjoint of one diagonal block d (b x b, row stride ld) of a factor, in place  \
+     * in its cotangent db: Phi(S + S^T) with S = d^-T Phi(d^T db) d^-1 (Phi: the lower   \
+     * triangle, its diagonal halved), through w (b x b). */                              \
+    static void pb_cholesky_block_adjoint_##S(const T *d, T *db, int64_t ld, int64_t b,   \
+                                              T *w) {                                     \
+        for (int64_t i = 0; i < b; i++)                                                   \
+            for (int64_t j = 0; j < b; j++) w[i * b + j] = j <= i ? db[i * ld + j] : 0;   \
+        scipy_cblas_##P##trmm(CblasRowMajor, CblasLeft, CblasLower, CblasTrans,           \
+                              CblasNonUnit, b, b, 1, d, ld, w, b);                        \
+        for (int64_t i = 0; i < b; i++) {                                                 \
+            for (int64_t j = i + 1; j < b; j++) w[i * b + j] = 0;                         \
+            w[i * b + i] *= (T)0.5;                                                       \
+        }                                                                                 \
+        scipy_cblas_##P##trsm(CblasRowMajor, CblasLeft, CblasLower, CblasTrans,           \
+                              CblasNonUnit, b, b, 1, d, ld, w, b);                        \
+        scipy_cblas_##P##trsm(CblasRowMajor, CblasRight, CblasLower, CblasNoTrans,        \
+                              CblasNonUnit, b, b, 1, d, ld, w, b);                        \
+        for (int64_t i = 0; i < b; i++)                                                   \
+            for (int64_t j = 0; j < b; j++)                                               \
+                db[i * ld + j] = j < i ? w[i * b + j] + w[j * b + i]                      \
+                                       : j == i ? w[i * b + i] : 0;                       \
     }                                                                                     \
                                                                                           \
     /* Eigenvalues (ascending) and, with `vectors`, eigenvectors (columns of v) of the    \
@@ -224,6 +254,56 @@ static void *pb_lapack_alloc(pb_ctx *ctx, size_t count, size_t size, int *failed
                 for (int64_t j = i + 1; j < n; j++) lq[i * n + j] = 0;                    \
         }                                                                                 \
         return 0;                                                                         \
+    }                                                                                     \
+                                                                                          \
+    /* The cotangent g of the lower triangles of a = l l^T from the cotangent c of the    \
+     * lower Cholesky factors l (only the lower triangles of l and c are read; the upper  \
+     * one of g is zeroed): Murray's blocked reverse of a left-looking factorization      \
+     * ("Differentiation of the Cholesky decomposition", 2016), in place in g, block     \
+     * column by block column from the last.  With R, D, B, C the factor's blocks left   \
+     * of, on, below-left of and below the diagonal block, and Rb ... their cotangents:  \
+     * Cb = Cb D^-1, Bb -= Cb R, Db -= Cb^T C, Db = the diagonal block's own adjoint,    \
+     * Rb -= Cb^T B + (Db + Db^T) R: about 2 n^3 / 3 flops, all in BLAS-3 calls. */       \
+    int pb_lapack_cholesky_adjoint_##S(pb_ctx *ctx, int64_t count, int64_t n, const T *l, \
+                                       const T *c, T *g) {                                \
+        const int64_t nb = PB_CHOLESKY_BLOCK;                                             \
+        int failed = 0;                                                                   \
+        if (n == 0 || count == 0) return 0;                                               \
+        T *w = pb_lapack_alloc(ctx, nb * nb, sizeof(T), &failed);                         \
+        for (int64_t q = 0; q < count && !failed; q++) {                                  \
+            const T *lq = l + q * n * n;                                                  \
+            T *gq = g + q * n * n;                                                        \
+            for (int64_t i = 0; i < n; i++)                                               \
+                for (int64_t j = 0; j < n; j++)                                           \
+                    gq[i * n + j] = j <= i ? c[q * n * n + i * n + j] : 0;                \
+            for (int64_t j0 = (n - 1) / nb * nb; j0 >= 0; j0 -= nb) {                     \
+                const int64_t b = n - j0 < nb ? n - j0 : nb, k1 = j0 + b, m = n - k1;     \
+                const T *R = lq + j0 * n, *D = R + j0, *B = lq + k1 * n, *C = B + j0;     \
+                T *Rb = gq + j0 * n, *Db = Rb + j0, *Bb = gq + k1 * n, *Cb = Bb + j0;     \
+                if (m > 0) {                                                              \
+                    scipy_cblas_##P##trsm(CblasRowMajor, CblasRight, CblasLower,          \
+                                          CblasNoTrans, CblasNonUnit, m, b, 1, D, n, Cb, n); \
+                    if (j0 > 0)                                                           \
+                        scipy_cblas_##P##gemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, \
+                                              j0, b, -1, Cb, n, R, n, 1, Bb, n);          \
+                    scipy_cblas_##P##gemm(CblasRowMajor, CblasTrans, CblasNoTrans, b, b, m, \
+                                          -1, Cb, n, C, n, 1, Db, n);                     \
+                }                                                                         \
+                pb_cholesky_block_adjoint_##S(D, Db, n, b, w);                            \
+                if (j0 > 0) {                                                             \
+                    if (m > 0)                                                            \
+                        scipy_cblas_##P##gemm(CblasRowMajor, CblasTrans, CblasNoTrans, b, \
+                                              j0, m, -1, Cb, n, B, n, 1, Rb, n);          \
+                    for (int64_t i = 0; i < b; i++)                                       \
+                        for (int64_t j = 0; j <= i; j++)                                  \
+                            w[i * b + j] = w[j * b + i] = Db[i * n + j] + Db[j * n + i];  \
+                    scipy_cblas_##P##gemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, b, j0, \
+                                          b, -1, w, b, R, n, 1, Rb, n);                   \
+                }                                                                         \
+            }                                                                             \
+        }                                                                                 \
+        free(w);                                                                          \
+        return failed;                                                                    \
     }                                                                                     \
                                                                                           \
     /* LU with partial pivoting of the n x n matrices lu, in place (?getrf on each one    \
