@@ -36,7 +36,7 @@ BY_THE_TRANSFORM = {"cond", "while_loop", "for_loop", "call", "checkpoint", "cus
 
 #: Ops whose operands must keep their structure lane by lane (a positive definite or a
 #: well-conditioned triangular matrix): their lanes are only scaled, never shuffled.
-STRUCTURED = {"cholesky", "triangular_solve"}
+STRUCTURED = {"cholesky", "cholesky_adjoint", "triangular_solve"}
 
 _RNG = np.random.default_rng(11)
 

@@ -387,6 +387,8 @@ case("cholesky", spd(3, 3))
 case("cholesky", spd(2, 3, 3))
 case("cholesky", spd(1, 1))
 case("cholesky", spd(3, 3, dtype=np.float32))
+case("cholesky_adjoint", triangular(3, 3), normal(3, 3))
+case("cholesky_adjoint", triangular(2, 3, 3), normal(2, 3, 3))
 for _left, _lower, _trans, _unit in itertools.product((True, False), repeat=4):
     _batch = (2,) if _lower == _trans else ()
     _b = normal(*_batch, 3, 2) if _left else normal(*_batch, 2, 3)
