@@ -27,7 +27,7 @@ from ..ops import reduce as R
 from ..ops import shape as S
 from ..ops.derivs import const
 from .core import broadcast_to, convert, promote, register, static
-from .linalg import matmul, solve
+from .linalg import _diagonal, matmul, solve
 from .optional import PUBLIC_MODULE
 
 
@@ -46,15 +46,11 @@ def _float_operands(*xs: Any) -> list[Atom]:
     return [convert(a, dt) for a in atoms]
 
 
-def _diagonal(a: Atom) -> Atom:
-    n = a.type.shape[-1]
-    eye = E.eq(S.iota(shape=(n, n), dim=0, dtype=int64), S.iota(shape=(n, n), dim=1, dtype=int64))
-    return R.reduce_sum(E.select(eye, a, const(0, a.type)), axes=(a.type.ndim - 1,))
-
-
 def _check_nonsingular(a: Atom) -> None:
-    """LAPACK's trtrs raises where the diagonal has a zero; so does this, at run time."""
-    zero = E.eq(_diagonal(a), const(0, a.type))
+    """LAPACK's trtrs raises where the diagonal has a zero; so does this, at run time
+    (reading the n diagonal elements alone, a strided slice)."""
+    diagonal = _diagonal(a, 0, 0, 1)
+    zero = E.eq(diagonal, const(0, diagonal.type))
     first = R.argmax(convert(zero, int64), axis=0)
     K.check(E.not_(R.reduce_max(zero, axes=(0,))), first, exc="LinAlgError",
             fmt="singular matrix: resolution failed at diagonal {}")
