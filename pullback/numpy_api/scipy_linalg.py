@@ -17,7 +17,7 @@ import scipy.linalg as _sl
 
 from ..errors import UnsupportedError
 from ..ir.builder import current
-from ..ir.core import Atom, Lit
+from ..ir.core import Atom, Lit, Var
 from ..ir.types import TensorType, float64, int64
 from ..ops import ad as AD
 from ..ops import control as K
@@ -79,6 +79,18 @@ def _triangular(a: Atom, b: Atom, lower: bool, transpose: bool, unit: bool,
 _TRANS = {0: False, "N": False, 1: True, "T": True, 2: True, "C": True}
 
 
+def _transposed_from(a: Atom) -> Atom | None:
+    """The matrix whose transpose ``a`` is, when the block being staged made it so
+    (``low.T``).  SciPy hands such a view to LAPACK as it is, with the other triangle
+    and the other ``trans``; so does this, sparing the copy, and reverse mode the
+    transpose of its cotangent."""
+    for eqn in reversed(current().frame.eqns):
+        if a in eqn.outputs:
+            perm = eqn.params.get("perm") if eqn.op.name == "transpose" else None
+            return eqn.inputs[0] if perm == (1, 0) else None
+    return None
+
+
 @_linalg("solve_triangular")
 def solve_triangular(a: Any, b: Any, trans: Any = 0, lower: bool = False,
                      unit_diagonal: bool = False, overwrite_b: bool = False,
@@ -88,8 +100,11 @@ def solve_triangular(a: Any, b: Any, trans: Any = 0, lower: bool = False,
     if trans not in _TRANS:
         raise ValueError(f"Unknown value for trans: {trans!r}")
     a, b = _float_operands(a, b)
-    return _triangular(a, b, bool(static(lower, "lower")), _TRANS[trans],
-                       bool(static(unit_diagonal, "unit_diagonal")))
+    lower, trans = bool(static(lower, "lower")), _TRANS[trans]
+    source = _transposed_from(a) if isinstance(a, Var) else None
+    if source is not None:
+        a, lower, trans = source, not lower, not trans
+    return _triangular(a, b, lower, trans, bool(static(unit_diagonal, "unit_diagonal")))
 
 
 @_linalg("cho_solve")
