@@ -1,9 +1,10 @@
-"""``scipy.linalg``'s triangular solves and matrix exponential, mapped once a program
-imports it (``optional.py``: SciPy stays optional).
+"""``scipy.linalg``'s Cholesky factorization, triangular solves and matrix exponential,
+mapped once a program imports it (``optional.py``: SciPy stays optional).
 
-All three are compositions: ``solve_triangular`` and ``cho_solve`` of the
-``triangular_solve`` primitive, ``expm`` of products, one ``np.linalg.solve`` and a loop
-of squarings, so their derivatives are those of the parts.
+All are compositions: ``cholesky`` and ``cho_factor`` of the ``cholesky`` primitive,
+``solve_triangular`` and ``cho_solve`` of the ``triangular_solve`` primitive, ``expm`` of
+products, one ``np.linalg.solve`` and a loop of squarings, so their derivatives are those
+of the parts.
 """
 
 from __future__ import annotations
@@ -105,6 +106,34 @@ def solve_triangular(a: Any, b: Any, trans: Any = 0, lower: bool = False,
     if source is not None:
         a, lower, trans = source, not lower, not trans
     return _triangular(a, b, lower, trans, bool(static(unit_diagonal, "unit_diagonal")))
+
+
+def _factor(a: Any, lower: Any) -> tuple[Atom, bool]:
+    """The Cholesky factor of ``a`` read from the triangle ``lower`` names (LAPACK's
+    potrf), that triangle of the result holding it and the other zeros."""
+    lower = bool(static(lower, "lower"))
+    (a,) = _float_operands(a)
+    if a.type.ndim != 2 or a.type.shape[0] != a.type.shape[1]:
+        raise ValueError("Input array is expected to be square, "
+                         f"but has the shape: {a.type.shape}.")
+    if lower:
+        return L.cholesky(a), True
+    return S.transpose(L.cholesky(S.transpose(a, perm=(1, 0))), perm=(1, 0)), False
+
+
+@_linalg("cholesky")
+def cholesky(a: Any, lower: bool = False, overwrite_a: bool = False,
+             check_finite: bool = True) -> Atom:
+    """Upper (U^T U = a, read from a's upper triangle) unless ``lower``."""
+    return _factor(a, lower)[0]
+
+
+@_linalg("cho_factor")
+def cho_factor(a: Any, lower: bool = False, overwrite_a: bool = False,
+               check_finite: bool = True) -> tuple[Atom, bool]:
+    """``(c, lower)`` for ``cho_solve``; c's other triangle holds zeros (SciPy leaves
+    whatever a held there, which nothing reads)."""
+    return _factor(a, lower)
 
 
 @_linalg("cho_solve")

@@ -72,6 +72,17 @@ def test_cho_solve_reads_only_its_triangle(backend, lower):
 
 
 @pytest.mark.parametrize("backend", ["interp", "c"])
+@pytest.mark.parametrize("lower", [True, False])
+def test_cholesky_and_cho_factor_read_one_triangle(backend, lower):
+    junk = SPD + (np.triu(np.ones((N, N)), 1) if lower else np.tril(np.ones((N, N)), -1))
+    want = sl.cholesky(SPD, lower=lower)
+    np.testing.assert_allclose(_jit(lambda a: sl.cholesky(a, lower=lower), backend)(junk),
+                               want, rtol=1e-12, atol=1e-14)
+    got = _jit(lambda a, b: sl.cho_solve(sl.cho_factor(a, lower=lower), b), backend)(junk, B)
+    np.testing.assert_allclose(got, np.linalg.solve(SPD, B), rtol=1e-10)
+
+
+@pytest.mark.parametrize("backend", ["interp", "c"])
 def test_expm(backend):
     f = _jit(lambda a: sl.expm(a), backend)
     for scale in (0.0, 1e-3, 0.5, 3.0, 40.0):  # SciPy's own error is 2e-12 at 40
@@ -138,6 +149,7 @@ CASES = {
     "solve_triangular_T": (lambda m, b: np.sum(np.sin(sl.solve_triangular(
         m, b, trans="T", lower=False))), (LOWER.T, B)),
     "cho_solve": (lambda c, b: np.sum(np.sin(sl.cho_solve((c, True), b))), (CHOL, B)),
+    "cholesky_upper": (lambda a: np.sum(np.sin(sl.cholesky(a))), (SPD,)),
     "expm": (lambda a: np.sum(np.sin(sl.expm(a))), (A,)),
     "expm_squared": (lambda a: np.sum(sl.expm(a) * B[:, :1]), (A * 4,)),  # 2 squarings
 }
