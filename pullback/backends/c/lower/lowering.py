@@ -282,18 +282,21 @@ class Lowering:
             self.free(name)
             del owned[name]
 
-    def reuse(self, out: Var, lo: int, hi: int, names: Sequence[str] | None = None) -> bool:
+    def reuse(self, out: Var, lo: int, hi: int, names: Sequence[str] | None = None,
+              shifted: bool = False) -> bool:
         """Give ``out`` the buffer of a value of the same dtype and size that the open
         block owns and reads last between positions ``lo`` and ``hi`` (among ``names``
         when given): the caller computes ``out`` element by element from elements at
-        the same index, so writing over that buffer is safe."""
+        the same index, so writing over that buffer is safe.  ``shifted``: the caller
+        reads any element before writing it (a one-element update), so a buffer that
+        loops read at other positions is safe too."""
         if id(out) in self.plan.dest or id(out) in self.plan.placed or out.type.shape == ():
             return False
         owned = self.scope.owned
         for name, o in owned.items():
             if lo <= o.last <= hi and o.dtype == out.type.dtype.name and \
                     o.size == out.type.size and (names is None or name in names) and \
-                    name not in self.buffers.shifted and o.takes(out):
+                    (shifted or name not in self.buffers.shifted) and o.takes(out):
                 self.vars[id(out)] = name
                 self.own(name, out)
                 return True
