@@ -59,15 +59,18 @@ def op_dynamic_slice(lw: Lowering, eqn: Eqn) -> None:
         s + i for s, i in zip(at, idx, strict=True)])
 
 
-def _update_of(lw: Lowering, eqn: Eqn) -> None:
+def _update_of(lw: Lowering, eqn: Eqn, one: bool = False) -> None:
     """Start ``eqn``'s result as its first operand: that operand's buffer when it
-    dies here and nothing else of ``eqn`` reads it, else a copy."""
+    dies here and nothing else of ``eqn`` reads it, else a copy.  ``one``: the update
+    is one element, read before it is written, so the buffer is taken even if loops
+    elsewhere read it at other positions (``u[0]`` read by a slice, then ``u[i] = ...``
+    in a loop: no copy of ``u`` per element written)."""
     (out,) = eqn.outputs
     x, *others = eqn.inputs
     name = lw.vars.get(id(x)) if isinstance(x, Var) else None
     s = lw.scope
     if name not in [lw.vars.get(id(a)) for a in others] and \
-            lw.reuse(out, s.at, s.at, [name]):
+            lw.reuse(out, s.at, s.at, [name], shifted=one):
         return
     lw.define(out)
     lw.flat_loop(out, lambda i: lw.elem(x, i))
@@ -78,7 +81,7 @@ def op_dynamic_update_slice(lw: Lowering, eqn: Eqn) -> None:
     (out,) = eqn.outputs
     x, upd, *starts = eqn.inputs
     at = _starts(lw, x, starts, upd.type.shape)
-    _update_of(lw, eqn)
+    _update_of(lw, eqn, one=upd.type.size == 1)
     dest = Sym(lw.vars[id(out)])
     if upd.type.size == 0:
         return
