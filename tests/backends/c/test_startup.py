@@ -70,3 +70,28 @@ def test_a_library_rebuilds_without_a_flag_the_probes_reject(logged_cc):
     assert linked_module("pb_t_su4").f(1.25) == 3.5
     builds = lines(log, "libpbtwice.c")
     assert "-fopenmp" in builds[0] and "-fopenmp" not in builds[-1]
+
+
+@needs_cc
+def test_measured_choices_reach_the_builds(logged_cc, monkeypatch):
+    """On a CPU with AVX-512 (as the tuning is told here), modules compile with the
+    vector width measured fastest, and the packed library is told whether it computes
+    the large products before any module calls it."""
+    import ctypes
+
+    from pullback.backends.c.build import tuning
+
+    log = logged_cc()
+    monkeypatch.setattr(compiler, "_cpu_id", lambda: "flags : avx2 avx512f")
+    monkeypatch.setattr(tuning, "measure_vector_width",
+                        lambda *args: {"choice": "512", "seconds": {}})
+    monkeypatch.setattr(tuning, "measure_gemm", lambda *args: {"choice": "packed"})
+    monkeypatch.delenv("PULLBACK_GEMM", raising=False)
+    compiler._probes.clear()
+    packed = "int pb_gemm_packed_chosen = 0;\n"
+    module = compiler.build_module(add_source("pb_t_su5"), "pb_t_su5", headers=HEADERS,
+                                   libraries={"pbpacked": packed})
+    assert module.f is not None
+    assert tuning.VECTOR_FLAG in lines(log, "pb_t_su5.c")[0]
+    (library,) = (Path(module.__file__).parent).glob("libpbpacked-*.so")
+    assert ctypes.c_int.in_dll(ctypes.CDLL(str(library)), "pb_gemm_packed_chosen").value == 1

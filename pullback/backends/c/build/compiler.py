@@ -23,7 +23,6 @@ import importlib.util
 import json
 import os
 import platform
-import re
 import shlex
 import shutil
 import subprocess
@@ -39,8 +38,7 @@ import numpy
 
 from .... import config
 from ....errors import CompileError
-from . import cache
-from .libraries import FLAGS as LIBRARY_FLAGS
+from . import cache, libraries, tuning
 
 if TYPE_CHECKING:  # concurrent.futures is imported when a build needs it (12 ms)
     from concurrent.futures import Future, ThreadPoolExecutor
@@ -140,14 +138,39 @@ def build_module(source: str, module_name: str, *,
                    ) as pending:
 
         def build(out: Path) -> None:
-            accepted, vector = _probed(argv, version, tuple(cflags))
-            command = [*argv, *accepted, *(["-DPB_MVEC"] if vector else [])]
+            accepted, vector, width = _probed(argv, version, tuple(cflags))
+            command = [*argv, *accepted, *width, *(["-DPB_MVEC"] if vector else [])]
             link = [*ldflags, *(["-lmvec", "-lm"] if vector else [])]
             _compile(command, link, source, module_name, headers, out, pending)
 
         if pending and cache.existing(key, f"{module_name}.so") is not None:
             _finish(pending)  # a module found in the cache loads its libraries at once
-        return cache.load(key, module_name, build)
+        module = cache.load(key, module_name, build)
+    if "pbpacked" in (libraries or {}):
+        _choose_gemm(str(paths[sorted(libraries).index("pbpacked")]), libraries["pbpacked"])
+    return module
+
+
+def library_path(name: str, source: str) -> Path:
+    """The runtime library ``name`` of C ``source`` as modules link it, built if the
+    cache lacks it."""
+    found = _found()
+    return cache.entry(*_library(*found, tuple(_cflags()), name, source,
+                                 dict(libraries.HEADERS)))
+
+
+@functools.cache
+def _choose_gemm(packed: str, source: str) -> None:
+    """Tell the packed library (once per process, before any module calls it) whether
+    it computes the large float products: measured (``tuning.gemm_choice``) unless
+    PULLBACK_GEMM says (``runtime.h`` reads it)."""
+    if config.gemm() or not tuning.has_avx512(_cpu_id()):
+        return
+    import ctypes
+
+    choice = tuning.gemm_choice(Path(packed), openblas_library(), _cpu_id(), source)
+    ctypes.c_int.in_dll(ctypes.CDLL(packed), "pb_gemm_packed_chosen").value = \
+        choice == "packed"
 
 
 def start_libraries(libraries: Mapping[str, str], headers: Mapping[str, str]) -> None:
@@ -193,7 +216,7 @@ def _library(argv: tuple[str, ...], version: str, cflags: tuple[str, ...], name:
         python = ["-undefined", "dynamic_lookup"] if platform.system() == "Darwin" else []
 
         def compile_with(flags: Sequence[str]) -> None:
-            _compile([*argv, *flags, "-ffp-contract=fast", *LIBRARY_FLAGS.get(name, ()),
+            _compile([*argv, *flags, "-ffp-contract=fast", *libraries.FLAGS.get(name, ()),
                       install], python, source, f"lib{name}", headers, out)
 
         try:
@@ -319,27 +342,34 @@ def _ldflags() -> list[str]:
 
 
 #: The compiler probes' answers, found or being found, per compiler, version and flags.
-_probes: dict[tuple[object, ...], Future[tuple[list[str], bool]]] = {}
+_probes: dict[tuple[object, ...], Future[tuple[list[str], bool, list[str]]]] = {}
 _probes_lock = threading.Lock()
 
 
 def _probing(argv: tuple[str, ...], version: str, cflags: tuple[str, ...]
-             ) -> Future[tuple[list[str], bool]]:
-    """The answers of ``_probed``: read from the cache or found by the probes, on a worker
-    thread started by the first to ask (the libraries' builds need not wait for them); a
-    probe that failed runs again for the next to ask."""
+             ) -> Future[tuple[list[str], bool, list[str]]]:
+    """The answers of ``_probed``: read from the cache or found by the probes and
+    measurements, on a worker thread started by the first to ask (the libraries' builds
+    need not wait for them); a probe that failed runs again for the next to ask."""
     with _probes_lock:
         job = _probes.get((argv, version, cflags))
         if job is None or (job.done() and job.exception() is not None):
             job = _probes[argv, version, cflags] = _workers().submit(
-                _probe_entry, argv, version, cflags)
+                _probe_and_measure, argv, version, cflags)
         return job
 
 
 def _probed(argv: tuple[str, ...], version: str, cflags: tuple[str, ...]
-            ) -> tuple[list[str], bool]:
-    """The flags this compiler accepts and whether vector math links."""
+            ) -> tuple[list[str], bool, list[str]]:
+    """The flags this compiler accepts, whether vector math links, and the flags of the
+    vector width measured to be fastest (``tuning.vector_flags``)."""
     return _probing(argv, version, cflags).result()
+
+
+def _probe_and_measure(argv: tuple[str, ...], version: str, cflags: tuple[str, ...]
+                       ) -> tuple[list[str], bool, list[str]]:
+    accepted, vector = _probe_entry(argv, version, cflags)
+    return accepted, vector, tuning.vector_flags(argv, accepted, vector, _cpu_id())
 
 
 def _probe_entry(argv: tuple[str, ...], version: str, cflags: tuple[str, ...]
@@ -475,24 +505,6 @@ def _openblas() -> Path:
     return Path(next(iter(spec.submodule_search_locations)))
 
 
-#: The AVX-512 subsets OpenBLAS's SkylakeX kernels use.
-_AVX512 = {"avx512f", "avx512cd", "avx512bw", "avx512dq", "avx512vl"}
-
-
-def blas_core(cpuinfo: str) -> str | None:
-    """The OpenBLAS core type to ask for on this CPU, when its own choice is worse: its
-    dynamic dispatch gives AMD processors with AVX-512 (Zen 4 and later) the AVX2
-    "Haswell" kernels, at half the speed of its AVX-512 "SkylakeX" kernels on them
-    (sgemm 256x1024x1024, one thread: 110 against 200 GFLOP/s)."""
-    vendor = re.search(r"^vendor_id\s*:\s*(\S+)", cpuinfo, re.M)
-    flags = re.search(r"^flags\s*:(.*)$", cpuinfo, re.M)
-    if vendor and vendor[1] == "AuthenticAMD" and flags and _AVX512 <= set(flags[1].split()):
-        return "SkylakeX"
-    return None
-
-
-#: OpenBLAS core types with AVX-512 kernels (the runtime's packed products defer to them).
-WIDE_CORES = ("Skylake", "Cooperlake", "SapphireRapids")
 #: How long idle OpenMP threads spin before they sleep, where our own kernels compute the
 #: large products: long enough to meet the next barrier of a packed product (an MLP step
 #: on two threads: 14.6 ms sleeping at once, 9.8 ms spinning 3000 times), short enough
@@ -500,37 +512,30 @@ WIDE_CORES = ("Skylake", "Cooperlake", "SapphireRapids")
 SPIN = "3000"
 
 
-def _first_cpu() -> str:
-    """The first processor's entry of /proc/cpuinfo (empty elsewhere)."""
-    with contextlib.suppress(OSError):
-        with open("/proc/cpuinfo") as cpuinfo:
-            return "".join(iter(cpuinfo.readline, "\n"))
-    return ""
-
-
 def choose_threading() -> None:
-    """Settings read once, when the first compiled module loads OpenBLAS and OpenMP, that
-    the user has not made: ``OPENBLAS_CORETYPE`` where ``blas_core`` asks for one, and how
-    idle OpenMP threads wait.  Where OpenBLAS computes the large products, they sleep at
-    once (``OMP_WAIT_POLICY=PASSIVE``): spinning, they starve OpenBLAS's threads (an MLP
-    step on two threads: 54 ms spinning, 16 ms sleeping).  Where the runtime's packed
-    kernels do (see ``runtime.h``), they spin ``SPIN`` times first."""
-    cpu = _first_cpu()
-    wanted = blas_core(cpu)
-    if "OPENBLAS_CORETYPE" not in os.environ and wanted:
-        os.environ["OPENBLAS_CORETYPE"] = wanted
+    """How idle OpenMP threads wait, read once when the first compiled module loads
+    OpenMP, unless the user has set it.  Where OpenBLAS computes the large products, they
+    sleep at once (``OMP_WAIT_POLICY=PASSIVE``): spinning, they starve OpenBLAS's threads
+    (an MLP step on two threads: 54 ms spinning, 16 ms sleeping).  Where the runtime's
+    packed kernels do (``PULLBACK_GEMM=packed``, or measured faster on this machine by an
+    earlier process: ``tuning.gemm_choice``), they spin ``SPIN`` times first."""
     if "OMP_WAIT_POLICY" in os.environ or "GOMP_SPINCOUNT" in os.environ:
         return
-    flags = re.search(r"^flags\s*:(.*)$", cpu, re.M)
-    core = os.environ.get("OPENBLAS_CORETYPE", "")
-    choice = config.gemm()
-    packed = choice == "packed" or (choice != "blas" and flags is not None and
-                                    "avx512f" in flags[1].split() and core != "" and
-                                    not any(w.lower() in core.lower() for w in WIDE_CORES))
-    if packed:
+    if (config.gemm() or _measured_gemm()) == "packed":
         os.environ["GOMP_SPINCOUNT"] = SPIN
     else:
         os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+
+
+def _measured_gemm() -> str:
+    """The GEMM choice an earlier process measured on this machine, without measuring
+    or building anything (``""`` when none did)."""
+    if not tuning.has_avx512(_cpu_id()):
+        return ""
+    with contextlib.suppress(Exception):  # no usable cache or OpenBLAS: not measured
+        return tuning.cached_gemm_choice(openblas_library(), _cpu_id(),
+                                         libraries.LIBRARIES["pbpacked"][0])
+    return ""
 
 
 @functools.cache

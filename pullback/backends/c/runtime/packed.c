@@ -1,6 +1,6 @@
 /* pullback's runtime library of large float products (pb_gemm_packed_*), built once
  * per compiler and flags (with -ffp-contract=fast, as kernels.c) and linked by each module
- * that has them, beside OpenBLAS where its kernels are narrower than the CPU's vectors.
+ * that has them, beside OpenBLAS: they run where measured faster than it.
  *
  * They run by the classic blocked algorithm: a block of A (PB_MC rows, PB_KC columns)
  * is packed into panels of PB_MR rows, a block of B (PB_KC rows, PB_NC columns) into
@@ -12,6 +12,10 @@
  * nonzero when those cannot be allocated. */
 
 #include "kernels.h"
+
+/* Whether modules call these kernels (runtime.h's pb_packed_gemm): set by the tuning's
+ * measurement (build/tuning.py), once per process, before any module calls. */
+int pb_gemm_packed_chosen = 0;
 
 #define PB_MR 12
 #define PB_KC 256

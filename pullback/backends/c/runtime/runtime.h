@@ -625,11 +625,11 @@ PB_DECLARE_GEMM(int64, int64_t)
 PB_DECLARE_LAPACK_CALLS(float32, float)
 PB_DECLARE_LAPACK_CALLS(float64, double)
 
-/* Large float products: the packed kernels of the runtime library (kernels.c, built once
- * and linked), where OpenBLAS did not pick kernels as wide as the CPU's vectors: its
- * dispatch gives AMD's AVX-512 processors AVX2 kernels, and OPENBLAS_CORETYPE may pin
- * narrower ones.  PULLBACK_GEMM=packed or =blas decides instead. */
-extern char *scipy_openblas_get_corename(void);
+/* Large float products: the packed kernels of the runtime library (packed.c, built once
+ * and linked), where they are built with AVX-512 and measured faster than OpenBLAS on
+ * this machine (build/tuning.py sets pb_gemm_packed_chosen before any call);
+ * PULLBACK_GEMM=packed or =blas decides instead. */
+extern int pb_gemm_packed_chosen;
 int pb_gemm_packed_float32(int64_t m, int64_t n, int64_t k, float alpha, const float *a,
                            int ta, const float *b, int tb, const float *cin, float *c);
 int pb_gemm_packed_float64(int64_t m, int64_t n, int64_t k, double alpha, const double *a,
@@ -639,12 +639,11 @@ static int pb_packed_gemm(void) {
 #if defined(__AVX512F__)
     static int use = -1;
     if (use < 0) {
-        const char *choice = getenv("PULLBACK_GEMM"), *core = scipy_openblas_get_corename();
+        const char *choice = getenv("PULLBACK_GEMM");
         if (choice && (!strcmp(choice, "packed") || !strcmp(choice, "blas")))
             use = !strcmp(choice, "packed");
         else
-            use = !(core && (strstr(core, "Skylake") || strstr(core, "Cooperlake") ||
-                             strstr(core, "SapphireRapids")));
+            use = pb_gemm_packed_chosen;
     }
     return use;
 #else

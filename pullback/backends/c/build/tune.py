@@ -1,0 +1,43 @@
+"""``python -m pullback.backends.c.build.tune``: measure every choice ``tuning`` makes,
+afresh (the cached answers are left as they are), on this machine, and print each with
+its timings and the CPU it ran on."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from pathlib import Path
+
+from . import compiler, libraries, tuning
+
+
+def main() -> None:
+    """Measure every choice afresh on this machine and print it with its timings."""
+    found = compiler._found()
+    cflags = tuple(compiler._cflags())
+    accepted, mvec, _ = compiler._probed(*found, cflags)
+    cpu = compiler._cpu_id()
+    print(f"CPU: {_cpu_name()}; AVX-512: {'yes' if tuning.has_avx512(cpu) else 'no'}")
+    print(f"compiler: {found[1]}")
+    width = tuning.measure_vector_width(found[0], accepted, mvec)
+    print(f"vector width: {width['choice']}  "
+          + "  ".join(f"{k}: {v * 1e3:.3f} ms" for k, v in width["seconds"].items()))
+    packed = compiler.library_path("pbpacked", libraries.LIBRARIES["pbpacked"][0])
+    gemm = tuning.measure_gemm(packed, compiler.openblas_library())
+    print(f"gemm: {gemm['choice']}" + ("" if tuning.has_avx512(cpu) else
+                                       " (not used here: the packed kernels run only where "
+                                       "the CPU has AVX-512; timings for information)"))
+    for shape, t in gemm["seconds"].items():
+        print(f"  {shape}: " + "  ".join(f"{k} {v * 1e3:.3f} ms" for k, v in t.items()))
+
+
+def _cpu_name() -> str:
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return sys.platform
+
+
+if __name__ == "__main__":
+    main()

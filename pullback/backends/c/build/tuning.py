@@ -1,0 +1,197 @@
+"""Choices made by measuring on the machine at hand, not by its vendor: each is measured
+once (lazily, the first time a build needs it), cached on disk beside the compiler
+probes and keyed by the CPU, and only where the CPU leaves something to choose.
+
+Vector width (``vector_flags``)
+    GCC's ``-march=native`` prefers 256-bit vectors on CPUs with AVX-512 (eight-lane
+    ``tanhf``/``expf``).  Where the CPU has ``avx512f``, a small program (``tanhf`` and
+    ``expf`` over 2**20 floats, then a sum of products) is built with and without
+    ``-mprefer-vector-width=512`` and run; modules get the flag where it is faster.
+GEMM (``gemm_choice``)
+    The runtime's packed kernels (``packed.c``) against OpenBLAS, on products of the
+    shapes ``GEMM_SHAPES``; the packed kernels compute the large float products only
+    where they are faster overall.  They are built only where the CPU has AVX-512
+    (``runtime.h``): elsewhere OpenBLAS computes them and nothing is measured.
+
+A choice is taken only when it beats the default by ``MARGIN``: timings on a busy
+machine vary by a few percent.  ``python -m pullback.backends.c.build.tune`` measures
+every choice afresh and prints it with its timings (``tune.py``).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import subprocess
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+import numpy
+
+from . import cache
+
+#: How much faster than the default (a fraction of its time) a choice must measure.
+MARGIN = 0.05
+VECTOR_FLAG = "-mprefer-vector-width=512"
+#: Runs of each program (itself the best of nine passes), in turns.
+ROUNDS = 3
+#: The products (m, n, k) timed: an MLP layer, a square one, a small one, a classifier's
+#: ten outputs.
+GEMM_SHAPES = ((256, 1024, 1024), (512, 512, 512), (64, 256, 256), (256, 10, 512))
+
+_VECTOR_PROGRAM = r"""
+#include <math.h>
+#include <stdio.h>
+#include <time.h>
+#ifdef PB_MVEC
+#pragma omp declare simd notinbranch
+float tanhf(float);
+#pragma omp declare simd notinbranch
+float expf(float);
+#endif
+#define N (1 << 20)
+static float x[N], y[N];
+
+static double now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1e9 + t.tv_nsec;
+}
+
+int main(void) {
+    double best = 1e30;
+    float sum = 0;
+    for (int i = 0; i < N; i++) x[i] = (float)(i % 2000) * 1e-3f - 1.0f;
+    for (int r = 0; r < 9; r++) {
+        const double t = now();
+        #pragma omp simd
+        for (int i = 0; i < N; i++) y[i] = tanhf(x[i]) + expf(x[i]);
+        float acc = 0;
+        #pragma omp simd reduction(+:acc)
+        for (int i = 0; i < N; i++) acc += y[i] * x[i];
+        sum += acc;
+        if (now() - t < best) best = now() - t;
+    }
+    printf("%.0f %g\n", best, (double)sum);
+    return 0;
+}
+"""
+
+
+def has_avx512(cpu_id: str) -> bool:
+    """Whether the CPU's flags (``compiler._cpu_id``) name AVX-512's foundation."""
+    return "avx512f" in cpu_id.split()
+
+
+def choose(seconds: Mapping[str, float], default: str) -> str:
+    """The option of least time, unless it beats ``default``'s by less than MARGIN."""
+    best = min(seconds, key=seconds.__getitem__)
+    return best if seconds[best] < (1 - MARGIN) * seconds[default] else default
+
+
+def choose_gemm(seconds: Mapping[tuple[int, int, int], Mapping[str, float]]) -> str:
+    """``packed`` where the packed kernels' times, over the shapes measured, have a
+    geometric mean below OpenBLAS's by MARGIN; else ``blas``."""
+    mean = {who: math.exp(sum(math.log(t[who]) for t in seconds.values()) / len(seconds))
+            for who in ("packed", "blas")}
+    return choose(mean, "blas")
+
+
+def measured(what: str, key: Sequence[object], measure: Callable[[], dict]) -> dict:
+    """The record of a measurement (``choice`` and what it measured), from the cache or
+    made by ``measure``."""
+    path = cache.entry(cache.key("tuning", what, *key), f"tuning-{what}.json",
+                       lambda out: out.write_text(json.dumps(measure())))
+    return json.loads(cache.payload(path))
+
+
+def vector_flags(argv: Sequence[str], flags: Sequence[str], mvec: bool, cpu_id: str
+                 ) -> list[str]:
+    """The flags that set the vector width modules compile for: none unless the CPU has
+    AVX-512 and measuring finds the wider vectors faster."""
+    if not has_avx512(cpu_id):
+        return []
+    record = measured("vector", [list(argv), list(flags), mvec, cpu_id],
+                      lambda: measure_vector_width(argv, flags, mvec))
+    return [] if record["choice"] == "default" else [VECTOR_FLAG]
+
+
+def measure_vector_width(argv: Sequence[str], flags: Sequence[str], mvec: bool) -> dict:
+    """Build the program with the default width and with VECTOR_FLAG (at once), run each
+    in turn; the choice and each one's seconds."""
+    wanted = [f for f in flags if f.startswith(("-march", "-fopenmp", "-O"))]
+    math_flags = ["-DPB_MVEC", "-lmvec", "-lm"] if mvec else ["-lm"]
+    variants = {"default": [], "512": [VECTOR_FLAG]}
+    with cache.scratch("tuning") as tmp:
+        (tmp / "width.c").write_text(_VECTOR_PROGRAM)
+        builds = {name: subprocess.Popen(
+            [*argv, "-std=c11", *wanted, "-fno-math-errno", *extra, "width.c", "-o", name,
+             *math_flags], cwd=tmp, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            for name, extra in variants.items()}
+        built = [name for name, proc in builds.items() if proc.wait() == 0]
+        seconds = {name: math.inf for name in built}
+        for _ in range(ROUNDS):  # in turns: a busy machine's slow spells hit both
+            for name in built:
+                out = subprocess.run([str(tmp / name)], capture_output=True, text=True)
+                if out.returncode == 0:
+                    seconds[name] = min(seconds[name], float(out.stdout.split()[0]) * 1e-9)
+    seconds = {name: t for name, t in seconds.items() if t < math.inf}
+    if "default" not in seconds:  # nothing to compare with
+        return {"choice": "default", "seconds": seconds}
+    return {"choice": choose(seconds, "default"), "seconds": seconds}
+
+
+def gemm_choice(packed: Path, openblas: Path, cpu_id: str, source: str) -> str:
+    """``packed`` or ``blas``: who computes large float products (measured once per CPU,
+    packed library's source and OpenBLAS)."""
+    if not has_avx512(cpu_id):
+        return "blas"
+    record = measured("gemm", [str(openblas), source, cpu_id],
+                      lambda: measure_gemm(packed, openblas))
+    return record["choice"]
+
+
+def cached_gemm_choice(openblas: Path, cpu_id: str, source: str) -> str:
+    """``gemm_choice`` as an earlier process measured it, or ``""``: nothing measured."""
+    path = cache.existing(cache.key("tuning", "gemm", str(openblas), source, cpu_id),
+                          "tuning-gemm.json")
+    return "" if path is None else json.loads(cache.payload(path))["choice"]
+
+
+def measure_gemm(packed: Path, openblas: Path) -> dict:
+    """Time float32 products of GEMM_SHAPES by the packed library and by OpenBLAS (best
+    of three each, after one to warm up); the choice and the seconds per shape."""
+    import ctypes
+
+    lib, blas = ctypes.CDLL(str(packed)), ctypes.CDLL(str(openblas))
+    i64, i32, f32 = ctypes.c_int64, ctypes.c_int, ctypes.c_float
+    ptr = ctypes.c_void_p
+    lib.pb_gemm_packed_float32.argtypes = [i64, i64, i64, f32, ptr, i32, ptr, i32, ptr, ptr]
+    sgemm = blas.scipy_cblas_sgemm
+    sgemm.argtypes = [i32, i32, i32, i32, i32, i32, f32, ptr, i32, ptr, i32, f32, ptr, i32]
+    seconds = {}
+    rng = numpy.random.default_rng(0)
+    for m, n, k in GEMM_SHAPES:
+        a, b = (rng.standard_normal(s, dtype=numpy.float32) for s in ((m, k), (k, n)))
+        c = numpy.empty((m, n), numpy.float32)
+        pa, pb, pc = (x.ctypes.data for x in (a, b, c))
+        row_major, as_is = 101, 111  # CBLAS's enums
+        runs = {"packed": functools.partial(lib.pb_gemm_packed_float32, m, n, k, 1, pa, 0,
+                                            pb, 0, None, pc),
+                "blas": functools.partial(sgemm, row_major, as_is, as_is, m, n, k, 1, pa, k,
+                                          pb, n, 0, pc, n)}
+        seconds[f"{m}x{n}x{k}"] = {who: _best(run) for who, run in runs.items()}
+    shapes = {tuple(map(int, s.split("x"))): t for s, t in seconds.items()}
+    return {"choice": choose_gemm(shapes), "seconds": seconds}
+
+
+def _best(run: Callable[[], object], times: int = 3) -> float:
+    run()
+    best = math.inf
+    for _ in range(times):
+        t = time.perf_counter()
+        run()
+        best = min(best, time.perf_counter() - t)
+    return best

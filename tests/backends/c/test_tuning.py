@@ -1,0 +1,84 @@
+"""Choices measured on the machine (build/tuning.py): the decisions from timings, the
+measurements made only where the CPU leaves a choice, once, and cached on disk."""
+
+import pytest
+
+from pullback.backends.c.build import compiler, libraries, tuning
+
+needs_cc = pytest.mark.skipif(not compiler.have_compiler(), reason="no C compiler")
+AVX512 = "flags : fpu sse2 avx2 avx512f avx512bw"
+AVX2 = "flags : fpu sse2 avx2 fma"
+
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("PULLBACK_CACHE_DIR", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+@pytest.mark.parametrize(("seconds", "chosen"), [
+    ({"default": 1.0, "512": 0.7}, "512"),
+    ({"default": 1.0, "512": 0.97}, "default"),  # within the margin: noise
+    ({"default": 0.7, "512": 1.0}, "default"),
+])
+def test_a_choice_must_beat_the_default_by_the_margin(seconds, chosen):
+    assert tuning.choose(seconds, "default") == chosen
+
+
+def test_gemm_goes_by_the_geometric_mean_over_the_shapes():
+    # packed twice as fast on one shape, 1.5 times slower on another: 2/1.5 overall
+    won = {(1, 1, 1): {"packed": 1.0, "blas": 2.0}, (2, 2, 2): {"packed": 3.0, "blas": 2.0}}
+    assert tuning.choose_gemm(won) == "packed"
+    lost = {(1, 1, 1): {"packed": 1.0, "blas": 1.2}, (2, 2, 2): {"packed": 3.0, "blas": 2.0}}
+    assert tuning.choose_gemm(lost) == "blas"
+
+
+def test_nothing_is_measured_without_avx512(cache_dir, monkeypatch):
+    def measure(*args):
+        raise AssertionError("measured")
+
+    monkeypatch.setattr(tuning, "measure_vector_width", measure)
+    monkeypatch.setattr(tuning, "measure_gemm", measure)
+    assert tuning.vector_flags(["cc"], ["-O3"], True, AVX2) == []
+    assert tuning.gemm_choice(cache_dir / "lib.so", cache_dir / "blas.so", AVX2, "") == "blas"
+    assert not cache_dir.exists()
+
+
+def test_the_vector_width_is_measured_once_and_cached(cache_dir, monkeypatch):
+    calls = []
+
+    def measure(argv, flags, mvec):
+        calls.append(argv)
+        return {"choice": tuning.choose({"default": 2e-3, "512": 1e-3}, "default"),
+                "seconds": {"default": 2e-3, "512": 1e-3}}
+
+    monkeypatch.setattr(tuning, "measure_vector_width", measure)
+    assert tuning.vector_flags(["cc"], ["-O3"], True, AVX512) == [tuning.VECTOR_FLAG]
+    assert tuning.vector_flags(["cc"], ["-O3"], True, AVX512) == [tuning.VECTOR_FLAG]
+    assert len(calls) == 1 and len(list(cache_dir.glob("tuning-vector-*.json"))) == 1
+
+
+def test_the_gemm_choice_is_cached_for_later_processes(cache_dir, monkeypatch):
+    monkeypatch.setattr(tuning, "measure_gemm", lambda packed, blas: {"choice": "packed"})
+    assert tuning.cached_gemm_choice(cache_dir / "blas.so", AVX512, "src") == ""
+    assert tuning.gemm_choice(cache_dir / "p.so", cache_dir / "blas.so", AVX512,
+                              "src") == "packed"
+    assert tuning.cached_gemm_choice(cache_dir / "blas.so", AVX512, "src") == "packed"
+
+
+@needs_cc
+def test_the_vector_width_program_builds_and_runs_with_each_width(cache_dir):
+    found = compiler._found()
+    accepted, mvec, _ = compiler._probed(*found, tuple(compiler._cflags()))
+    record = tuning.measure_vector_width(found[0], accepted, mvec)
+    assert set(record["seconds"]) == {"default", "512"}
+    assert record["choice"] in ("default", "512")
+
+
+@needs_cc
+@pytest.mark.slow
+def test_the_gemm_measurement_runs_both_kernels(cache_dir):
+    packed = compiler.library_path("pbpacked", libraries.LIBRARIES["pbpacked"][0])
+    record = tuning.measure_gemm(packed, compiler.openblas_library())
+    assert len(record["seconds"]) == len(tuning.GEMM_SHAPES)
+    assert all(set(t) == {"packed", "blas"} for t in record["seconds"].values())
