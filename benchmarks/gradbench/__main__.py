@@ -15,8 +15,10 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from .. import results
@@ -57,15 +59,16 @@ def supports(tool: str, name: str, gradbench: Path) -> bool:
 
 
 def run_one(name: str, tool: str, gradbench: Path, logdir: Path, eval_args: str,
-            timeout: float) -> int:
-    """One eval against one tool; the intermediary's exit status."""
+            timeout: float, env: dict[str, str] | None = None) -> int:
+    """One eval against one tool (``env``: more environment for it); the
+    intermediary's exit status."""
     eval_cmd = (f"PYTHONPATH=python/gradbench python3 "
                 f"python/gradbench/gradbench/evals/{name}/run.py {eval_args}")
     cmd = [sys.executable, str(INTERMEDIARY), "--eval", eval_cmd,
            "--tool", tool_command(tool), "--total-timeout", str(timeout),
            "--log", str(logdir / f"{name}_{tool}.jsonl"),
            "--summary-json", str(logdir / f"{name}_{tool}.json")]
-    return subprocess.call(cmd, cwd=gradbench, env=os.environ | SINGLE)
+    return subprocess.call(cmd, cwd=gradbench, env=os.environ | SINGLE | (env or {}))
 
 
 def main() -> None:
@@ -78,6 +81,9 @@ def main() -> None:
                    help="passed to every eval (sizes, runs)")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds per eval and tool")
     p.add_argument("--logdir", type=Path, default=Path("gradbench-logs"))
+    p.add_argument("--cold-cache", action="store_true",
+                   help="pullback builds every specialisation afresh (an empty cache "
+                        "directory per eval), so its compile column counts the C builds")
     p.add_argument("--out", type=Path, default=results.PATH,
                    help="markdown whose GradBench section the tables replace")
     args = p.parse_args()
@@ -87,8 +93,13 @@ def main() -> None:
         for tool in args.tools.split(","):
             if supports(tool, name, gradbench):
                 extra = args.eval_args if name != "hello" else ""
+                env = {}
+                if tool == "pullback" and args.cold_cache:
+                    env["PULLBACK_CACHE_DIR"] = tempfile.mkdtemp(prefix=f"pb-{name}-")
                 status = run_one(name, tool, gradbench, args.logdir.resolve(), extra,
-                                 args.timeout)
+                                 args.timeout, env)
+                if "PULLBACK_CACHE_DIR" in env:
+                    shutil.rmtree(env["PULLBACK_CACHE_DIR"], ignore_errors=True)
                 print(f"{name} / {tool}: exit {status}", flush=True)
     runs = summarize.load(args.logdir)
     results.write_section("gradbench", summarize.render(runs), args.out)

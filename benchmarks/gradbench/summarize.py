@@ -3,8 +3,14 @@
 DIR holds the ``--summary-json`` files that the intermediary
 (``../shared/gradbench/run.py``) wrote, named ``EVAL_TOOL.json``. Prints markdown: per
 eval, pullback's validity and its time relative to each other tool (geometric mean over
-the evaluations both ran), then per eval and function the median times at the largest
-size every tool ran.
+the evaluations both ran) with its total compile time beside JAX's, then the same ratios
+per function, then per eval and function the median times at the largest size every
+tool ran.
+
+Compile times: pullback's tool reports each evaluation's first (compiling) call as a
+timing of its own named ``compile``; GradBench's JAX tool reports none, its first timed
+run includes the compilation, so JAX's compile is that first run less the median of the
+runs (read from the intermediary's ``EVAL_jax.jsonl`` log beside the summary).
 """
 
 from __future__ import annotations
@@ -12,18 +18,40 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import statistics
 from pathlib import Path
 
 TOOLS = ("pullback", "manual", "jax", "pytorch")
 
 
 def load(directory: Path) -> dict[str, dict[str, dict]]:
-    """{eval: {tool: summary}} from the EVAL_TOOL.json files in ``directory``."""
+    """{eval: {tool: summary}} from the EVAL_TOOL.json files in ``directory``; a JAX
+    summary gets ``first_run_compile_ms``, the compile time its log shows."""
     runs: dict[str, dict[str, dict]] = {}
     for path in sorted(directory.glob("*_*.json")):
         data = json.loads(path.read_text())
         runs.setdefault(data["eval"], {})[data["tool"]] = data
+        log = path.with_suffix(".jsonl")
+        if data["tool"] == "jax" and log.exists():
+            data["first_run_compile_ms"] = first_run_excess(log)
     return runs
+
+
+def first_run_excess(log: Path) -> float:
+    """Over every evaluation of an intermediary's log, the first evaluate timing less
+    the median of them all, in ms: the compilation of a tool that compiles on its first
+    timed call."""
+    total = 0.0
+    with log.open() as lines:
+        for line in lines:
+            if '"timings"' not in line:
+                continue
+            response = json.loads(line).get("response") or {}
+            runs = [t["nanoseconds"] for t in response.get("timings") or []
+                    if t.get("name") == "evaluate"]
+            if len(runs) > 1:
+                total += max(0.0, runs[0] - statistics.median(runs)) / 1e6
+    return total
 
 
 def _rows(summary: dict) -> dict[tuple[str, str], dict]:
@@ -36,11 +64,43 @@ def _fmt(ms: float | None) -> str:
     return f"{ms:.3g}" if ms < 1000 else f"{ms:,.0f}"
 
 
+def _logs(ours: dict, theirs: dict, keys) -> list[float]:
+    """log(pullback / peer) over ``keys`` both timed, the peer validly."""
+    return [math.log(ours[k]["median_ms"] / theirs[k]["median_ms"]) for k in keys
+            if k in ours and k in theirs and ours[k]["median_ms"] and
+            theirs[k]["median_ms"] and theirs[k]["status"] == "valid"]
+
+
+def _geomean(logs: list[float], worst: bool = False) -> str:
+    if not logs:
+        return "-"
+    mean = f"{math.exp(sum(logs) / len(logs)):.3g}x"
+    return f"{mean} ({math.exp(max(logs)):.3g}x)" if worst and len(logs) > 1 else mean
+
+
+def _fastest_logs(tools: dict, peers: list[str], keys) -> list[float]:
+    """log(pullback / the fastest valid peer) over ``keys``."""
+    ours = _rows(tools["pullback"])
+    theirs = [_rows(tools[p]) for p in peers if p in tools]
+    out = []
+    for key in keys:
+        times = [t[key]["median_ms"] for t in theirs
+                 if key in t and t[key]["median_ms"] and t[key]["status"] == "valid"]
+        if times and ours[key]["median_ms"]:
+            out.append(math.log(ours[key]["median_ms"] / min(times)))
+    return out
+
+
+def _peers(runs: dict[str, dict[str, dict]]) -> list[str]:
+    return [t for t in TOOLS[1:] if any(t in r for r in runs.values())]
+
+
 def overview(runs: dict[str, dict[str, dict]]) -> list[str]:
-    """One line per eval: validity, row count, geometric-mean ratios, compile time."""
-    peers = [t for t in TOOLS[1:] if any(t in r for r in runs.values())]
+    """One line per eval: validity, geometric-mean ratios, compile times (pullback's
+    first calls, JAX's first runs less their medians)."""
+    peers = _peers(runs)
     head = ["eval", "pullback valid", *[f"pullback / {p}" for p in peers],
-            "pullback / fastest", "pullback compile (s, total)"]
+            "pullback / fastest", "pullback compile (s, total)", "jax compile (s, total)"]
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for name, tools in runs.items():
         if "pullback" not in tools:
@@ -48,26 +108,37 @@ def overview(runs: dict[str, dict[str, dict]]) -> list[str]:
         ours = _rows(tools["pullback"])
         valid = sum(r["status"] == "valid" for r in ours.values())
         cells = [name, f"{valid}/{len(ours)}"]
-        best_logs = []
-        for peer in peers:
-            if peer not in tools:
-                cells.append("-")
-                continue
-            theirs = _rows(tools[peer])
-            logs = [math.log(ours[k]["median_ms"] / theirs[k]["median_ms"])
-                    for k in ours if k in theirs and ours[k]["median_ms"]
-                    and theirs[k]["median_ms"] and theirs[k]["status"] == "valid"]
-            cells.append(f"{math.exp(sum(logs) / len(logs)):.3g}x" if logs else "-")
-        for key, row in ours.items():
-            others = [tools[p] and _rows(tools[p]).get(key) for p in peers if p in tools]
-            times = [o["median_ms"] for o in others
-                     if o and o["median_ms"] and o["status"] == "valid"]
-            if times and row["median_ms"]:
-                best_logs.append(math.log(row["median_ms"] / min(times)))
-        cells.append(f"{math.exp(sum(best_logs) / len(best_logs)):.3g}x" if best_logs else "-")
+        cells += [_geomean(_logs(ours, _rows(tools[p]), ours)) if p in tools else "-"
+                  for p in peers]
+        cells.append(_geomean(_fastest_logs(tools, peers, ours)))
         compile_ms = sum(r.get("other_ms", {}).get("compile", 0.0) for r in ours.values())
         cells.append(f"{compile_ms / 1000:.1f}")
+        jax_ms = tools.get("jax", {}).get("first_run_compile_ms")
+        cells.append("-" if jax_ms is None else f"{jax_ms / 1000:.1f}")
         out.append("| " + " | ".join(cells) + " |")
+    return out
+
+
+def per_function(runs: dict[str, dict[str, dict]]) -> list[str]:
+    """One line per eval function: pullback's time relative to each peer's, the
+    geometric mean over the sizes both ran (the largest ratio in brackets)."""
+    peers = _peers(runs)
+    head = ["eval", "function", "sizes", *[f"pullback / {p}" for p in peers],
+            "pullback / fastest"]
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for name, tools in runs.items():
+        if "pullback" not in tools:
+            continue
+        ours = _rows(tools["pullback"])
+        functions: dict[str, list[tuple[str, str]]] = {}
+        for key in ours:
+            functions.setdefault(key[0], []).append(key)
+        for function, keys in functions.items():
+            cells = [name, function, str(len(keys))]
+            cells += [_geomean(_logs(ours, _rows(tools[p]), keys), worst=True)
+                      if p in tools else "-" for p in peers]
+            cells.append(_geomean(_fastest_logs(tools, peers, keys), worst=True))
+            out.append("| " + " | ".join(cells) + " |")
     return out
 
 
@@ -93,15 +164,17 @@ def largest(runs: dict[str, dict[str, dict]]) -> list[str]:
 
 
 def render(runs: dict[str, dict[str, dict]]) -> str:
-    """Both tables as markdown."""
+    """The tables as markdown."""
     return "\n".join(["### Per eval (geometric mean of time ratios over all evaluations)", "",
                       *overview(runs), "",
+                      "### Per function (geometric mean over sizes; the largest ratio in "
+                      "brackets)", "", *per_function(runs), "",
                       "### Median evaluate time (ms) at the largest size", "",
                       *largest(runs), ""])
 
 
 def main() -> None:
-    """Print (or write) both tables."""
+    """Print (or write) the tables."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("directory", type=Path)
     parser.add_argument("--out", type=Path, default=None)

@@ -397,3 +397,16 @@ def test_summarize_tables(tmp_path):
     assert over[2].split(" | ")[1:5] == ["2/2", "0.5x", "2x", "2x"]
     big = summarize.largest(runs)
     assert big[2] == "| lse | gradient | n=2 | 2 | 4 | 1 | - |"
+    per = summarize.per_function(runs)
+    assert per[2] == "| lse | gradient | 2 | 0.5x (0.5x) | 2x (2x) | 2x (2x) |"
+
+
+def test_jax_compile_is_its_first_runs_excess(tmp_path):
+    from benchmarks.gradbench import summarize
+
+    runs = [[{"name": "evaluate", "nanoseconds": ns} for ns in (9e6, 1e6, 2e6, 1e6)]]
+    lines = [{"message": {"kind": "evaluate", "input": {"x": [1.0]}}}] + \
+        [{"response": {"success": True, "timings": t}} for t in runs]
+    log = tmp_path / "lse_jax.jsonl"
+    log.write_text("\n".join(json.dumps(x) for x in lines))
+    assert summarize.first_run_excess(log) == pytest.approx(7.5)
