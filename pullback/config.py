@@ -31,9 +31,9 @@ OpenBLAS take them once).
     MiB of freed buffers and AD tape all compiled functions together keep between calls
     (default 256; 0 keeps nothing).
 ``PULLBACK_GEMM``
-    ``packed`` or ``blas``: who computes large float products (default: the runtime's
-    packed kernels where the CPU has AVX-512 and OpenBLAS would use narrower ones, else
-    OpenBLAS).
+    ``packed`` or ``blas``: who computes large float products (default: where the CPU
+    has AVX-512, whichever of the runtime's packed kernels and OpenBLAS measured faster
+    on the machine, ``backends/c/build/tuning.py``; else OpenBLAS).
 ``PULLBACK_COLUMNS``
     ``0`` turns off the C backend's rewrite of records built column by column
     (``backends/c/prepare/columns.py``), to compare.
@@ -44,8 +44,9 @@ OpenBLAS take them once).
     Seconds a C build may run before pullback says on stderr what it is compiling (2 by
     default); ``off`` (or ``0``) keeps builds silent.
 
-Besides its own, pullback sets ``OPENBLAS_CORETYPE``, ``OMP_WAIT_POLICY`` and
-``GOMP_SPINCOUNT`` where the user has not (``backends/c/build/compiler.py``).
+Besides its own, pullback sets ``OMP_WAIT_POLICY`` or ``GOMP_SPINCOUNT`` where the user
+has set neither (``backends/c/build/compiler.py``); nothing that another library's BLAS
+in the process reads (``OPENBLAS_CORETYPE``).
 """
 
 from __future__ import annotations
@@ -102,7 +103,7 @@ def columns() -> bool:
 
 
 def gemm() -> str:
-    """Who computes large float products: ``packed``, ``blas``, or ``""`` (by the CPU)."""
+    """Who computes large float products: ``packed``, ``blas``, or ``""`` (measured)."""
     return _text("PULLBACK_GEMM")
 
 

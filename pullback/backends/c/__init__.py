@@ -11,8 +11,7 @@ plain execution raises.
 
 Threads: OpenMP loops and OpenBLAS's own threads take turns on the same cores, and how
 idle OpenMP threads wait is read once, when the first compiled module loads OpenMP;
-``build.compiler`` sets it as it loads (and ``OPENBLAS_CORETYPE`` where OpenBLAS would
-pick slower kernels than the CPU runs) unless the user has.  How many threads, and how
+``build.compiler`` sets it as it loads unless the user has.  How many threads, and how
 much memory compiled functions keep between calls, ``call/limits.py`` reads and hands to
 the glue library; a compiled function collected hands its kept memory back.
 """
