@@ -356,7 +356,7 @@ def hstack(tup: Sequence[Any], *, dtype: Any = None, casting: str = "same_kind")
     return concatenate(arrays, axis, dtype=dtype, casting=casting)
 
 
-@register(np.vstack, np.row_stack)
+@register(np.vstack, *[f for f in [getattr(np, "row_stack", None)] if f])  # gone in NumPy 2.5
 def vstack(tup: Sequence[Any], *, dtype: Any = None, casting: str = "same_kind") -> Atom:
     joined = _stack_rows(tup, 2, 0, dtype, casting)
     if joined is not None:
