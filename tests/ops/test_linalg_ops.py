@@ -185,6 +185,18 @@ def test_triangular_solve(dt, left_side, lower, transpose_a, unit_diagonal, sa, 
     assert_same(got, solve_ref(a, b.astype(np.float64), **flags).astype(dt))
 
 
+def test_triangular_solve_by_blocks():
+    """150 rows: the reference solves by blocks of 64 rows (two whole, one part)."""
+    n = 150
+    a = arr((n, n), np.float64) / n + 3 * np.eye(n)  # small entries: no growth when unit
+    for left_side, lower, transpose_a, unit_diagonal in FLAGS:
+        flags = dict(left_side=left_side, lower=lower, transpose_a=transpose_a,
+                     unit_diagonal=unit_diagonal)
+        b = arr((n, 3) if left_side else (3, n), np.float64, 5)
+        (got,) = run_op(L.triangular_solve, a, b, **flags)
+        assert_same(got, solve_ref(a, b, **flags))
+
+
 def test_triangular_solve_singular_gives_inf_or_nan():
     a = np.array([[0.0, 0.0], [1.0, 1.0]])
     (got,) = run_op(L.triangular_solve, a, np.ones((2, 1)), left_side=True, lower=True,
