@@ -77,6 +77,8 @@ def test_the_vector_width_program_builds_and_runs_with_each_width(cache_dir):
 
 @needs_cc
 @pytest.mark.slow
+@pytest.mark.skipif(not tuning.has_avx512(compiler._cpu_id()),
+                    reason="the packed kernels are built only with AVX-512")
 def test_the_gemm_measurement_runs_both_kernels(cache_dir):
     packed = compiler.library_path("pbpacked", libraries.LIBRARIES["pbpacked"][0])
     record = tuning.measure_gemm(packed, compiler.openblas_library())

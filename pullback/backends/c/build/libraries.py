@@ -11,14 +11,22 @@ _RUNTIME = Path(__file__).parent.parent / "runtime"
 HEADERS = {name: (_RUNTIME / name).read_text() for name in ("runtime.h", "kernels.h")}
 #: The runtime libraries modules link, and what a module calls that needs each: the
 #: Python side of every call and the memory of calls (glue), and routines too large to
-#: compile into each module: small products (kernels), large ones (packed) and LAPACK's
-#: factorizations (lapack).  A machine's first module builds those it needs at once,
-#: beside its own compile.
-LIBRARIES = {name: ((_RUNTIME / file).read_text(), re.compile(calls))
-             for name, file, calls in (("pbglue", "glue.c", ""),
-                                       ("pbkernels", "kernels.c", r"\bpb_gemm_(?:float|int)"),
-                                       ("pbpacked", "packed.c", r"\bpb_gemm_packed_"),
-                                       ("pblapack", "lapack.c", r"\bpb_lapack_"))}
+#: compile into each module: small products (kernels, one library per element type, as
+#: kernels.c's PB_KERNEL_TYPES picks), large ones (packed) and LAPACK's factorizations
+#: (lapack).  A machine's first module builds those it needs at once, beside its own
+#: compile.
+_KERNEL_TYPES = {"float32": "float", "float64": "double", "int32": "int32_t",
+                 "int64": "int64_t"}
+LIBRARIES = {
+    **{name: ((_RUNTIME / file).read_text(), re.compile(calls))
+       for name, file, calls in (("pbglue", "glue.c", ""),
+                                 ("pbpacked", "packed.c", r"\bpb_gemm_packed_"),
+                                 ("pblapack", "lapack.c", r"\bpb_lapack_"))},
+    **{f"pbkernels_{s}": (f"#define PB_KERNEL_TYPES(X) X({s}, {t})\n"
+                          + (_RUNTIME / "kernels.c").read_text(),
+                          re.compile(rf"\bpb_gemm_{s}\b"))
+       for s, t in _KERNEL_TYPES.items()}}
+
 
 #: Flags a library's build adds to the modules': the glue's code (checking arguments,
 #: making results, the pool) runs once per call or buffer, and -O1 builds it in 60% of

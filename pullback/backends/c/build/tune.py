@@ -5,6 +5,7 @@ its timings and the CPU it ran on."""
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 from pathlib import Path
 
@@ -18,15 +19,21 @@ def main() -> None:
     accepted, mvec, _ = compiler._probed(*found, cflags)
     cpu = compiler._cpu_id()
     print(f"CPU: {_cpu_name()}; AVX-512: {'yes' if tuning.has_avx512(cpu) else 'no'}")
-    print(f"compiler: {found[1]}")
+    print("vector flags: " + " ".join(sorted(f for f in cpu.split()
+                                             if f.startswith(("avx", "amx", "fma")))))
+    print(f"compiler: {found[1]}; threads: {os.cpu_count()} CPUs, OMP_NUM_THREADS="
+          f"{os.environ.get('OMP_NUM_THREADS', '(unset)')}, PULLBACK_NUM_THREADS="
+          f"{os.environ.get('PULLBACK_NUM_THREADS', '(unset)')}")
     width = tuning.measure_vector_width(found[0], accepted, mvec)
     print(f"vector width: {width['choice']}  "
           + "  ".join(f"{k}: {v * 1e3:.3f} ms" for k, v in width["seconds"].items()))
+    if not tuning.has_avx512(cpu):
+        print("gemm: blas (not measured: the packed kernels are built only where the CPU "
+              "has AVX-512)")
+        return
     packed = compiler.library_path("pbpacked", libraries.LIBRARIES["pbpacked"][0])
     gemm = tuning.measure_gemm(packed, compiler.openblas_library())
-    print(f"gemm: {gemm['choice']}" + ("" if tuning.has_avx512(cpu) else
-                                       " (not used here: the packed kernels run only where "
-                                       "the CPU has AVX-512; timings for information)"))
+    print(f"gemm: {gemm['choice']}")
     for shape, t in gemm["seconds"].items():
         print(f"  {shape}: " + "  ".join(f"{k} {v * 1e3:.3f} ms" for k, v in t.items()))
 

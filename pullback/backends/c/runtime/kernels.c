@@ -1,6 +1,6 @@
-/* pullback's runtime library of small products, built once per compiler and flags (with
- * -ffp-contract=fast: products multiply and add in one rounding, as BLAS does) and
- * linked by each module that has them. */
+/* pullback's runtime library of small products, built once per compiler, flags and
+ * element type (with -ffp-contract=fast: products multiply and add in one rounding, as
+ * BLAS does) and linked by each module that has products of that type. */
 
 #include "kernels.h"
 
@@ -83,8 +83,11 @@
             }                                                                             \
         }                                                                                 \
     }
-PB_DEFINE_GEMM(float32, float)
-PB_DEFINE_GEMM(float64, double)
-PB_DEFINE_GEMM(int32, int32_t)
-PB_DEFINE_GEMM(int64, int64_t)
+/* The element types built (build/libraries.py builds one library per type, so a module
+ * of float64 products compiles a fifth of the code: PB_KERNEL_TYPES defined first). */
+#ifndef PB_KERNEL_TYPES
+#define PB_KERNEL_TYPES(X) X(float32, float) X(float64, double) X(int32, int32_t) \
+    X(int64, int64_t)
+#endif
+PB_KERNEL_TYPES(PB_DEFINE_GEMM)
 

@@ -189,5 +189,23 @@ static void *pb_scratch(void **slot, size_t *have, size_t n) {
         return 0;                                                                         \
     }
 
+#if defined(__AVX512F__)
 PB_DEFINE_PACKED_GEMM(float32, float, int32_t)
 PB_DEFINE_PACKED_GEMM(float64, double, int64_t)
+#else
+/* Without AVX-512 modules never call the packed kernels (runtime.h: their register tile
+ * wants AVX-512's 32 registers, and OpenBLAS measured five times as fast on an AVX2
+ * EPYC): these stand in for them, so the library modules link builds at once. */
+int pb_gemm_packed_float32(int64_t m, int64_t n, int64_t k, float alpha, const float *a,
+                           int ta, const float *b, int tb, const float *cin, float *c) {
+    (void)m, (void)n, (void)k, (void)alpha, (void)a, (void)ta, (void)b, (void)tb;
+    (void)cin, (void)c;
+    return 1;
+}
+int pb_gemm_packed_float64(int64_t m, int64_t n, int64_t k, double alpha, const double *a,
+                           int ta, const double *b, int tb, const double *cin, double *c) {
+    (void)m, (void)n, (void)k, (void)alpha, (void)a, (void)ta, (void)b, (void)tb;
+    (void)cin, (void)c;
+    return 1;
+}
+#endif
