@@ -1,15 +1,27 @@
-"""Outer products as multiplies: a ``dot_general`` that contracts nothing, or only axes
-of size 1, is one multiply per element of its result.  As a product it would be a
-library call per matrix with an inner size of 1 (per-example gradients make one per
-lane); as a multiply of two broadcasts it is a pointwise kernel that fuses with its
-readers and runs on every thread and vector lane."""
+"""Products that are multiplies.
+
+Outer products: a ``dot_general`` that contracts nothing, or only axes of size 1, is one
+multiply per element of its result.  As a product it would be a library call per matrix
+with an inner size of 1 (per-example gradients make one per lane); as a multiply of two
+broadcasts it is a pointwise kernel that fuses with its readers and runs on every thread
+and vector lane.
+
+Products with a diagonal matrix: ``A @ I`` and ``A @ diag(v)`` (the identity being the
+comparison of two counting axes, as ``np.eye`` and ``jacrev``'s and ``jacfwd``'s seeds
+make it; ``diag(v)`` the identity times ``v``, or ``np.diag(v)``) are ``A``, transposed
+as the product's axes say, times ``v`` along one axis: n^2 multiplies where a matrix
+product would make n^3 (a Jacobian of a chain of layers then costs the products between
+the layers alone, as the chain rule by hand).
+"""
 
 from __future__ import annotations
 
 from ....ir.builder import Builder
-from ....ir.core import Atom, Eqn, Module
+from ....ir.core import Atom, Block, Eqn, Lit, Module
 from ....ops import elementwise as E
+from ....ops import linalg as L
 from ....ops import shape as S
+from ....passes.dce import dce
 from ....passes.walk import Forward, FunctionPass
 
 
@@ -25,10 +37,40 @@ def _spread(x: Atom, kept: list[int], ones: tuple[int, ...], shape: tuple[int, .
     return S.broadcast_in_dim(x, shape=shape, dims=dims)
 
 
-class _Outer(Forward):
+class _Products(Forward):
+    def __init__(self, reads: dict[int, int]):
+        super().__init__()
+        self.reads = reads
+
     def visit(self, eqn: Eqn) -> list[Atom] | None:
+        if eqn.op.name == "transpose":
+            return self.swapped(eqn)
         if eqn.op.name != "dot_general":
             return None
+        return self.outer(eqn) or self.diagonal(eqn)
+
+    def swapped(self, eqn: Eqn) -> list[Atom] | None:
+        """The transpose of a product read by nothing else, as the product with its
+        operands swapped (whose result is that transpose: no copy)."""
+        (x,) = eqn.inputs
+        prod = self.definition(x)
+        if prod is None or prod.op.name != "dot_general" or self.reads.get(id(x)) != 1 or \
+                any(prod.params["batch"]):
+            return None
+        (lc, rc) = prod.params["contract"]
+        nl = prod.inputs[0].type.ndim - len(lc)
+        nr = x.type.ndim - nl
+        if eqn.params["perm"] != (*range(nl, nl + nr), *range(nl)):
+            return None
+        with Builder(eqn.loc) as build:
+            out = L.dot_general(prod.inputs[1], prod.inputs[0], contract=(rc, lc),
+                                batch=((), ()))
+        if out.type != eqn.outputs[0].type:
+            return None
+        self.out.extend(build.frame.eqns)
+        return [out]
+
+    def outer(self, eqn: Eqn) -> list[Atom] | None:
         a, b = eqn.inputs
         (lc, rc), (lb, rb) = eqn.params["contract"], eqn.params["batch"]
         if any(a.type.shape[k] != 1 for k in lc) or a.type.dtype.is_bool:
@@ -43,10 +85,101 @@ class _Outer(Forward):
         self.out.extend(build.frame.eqns)
         return [product]
 
+    def diagonal(self, eqn: Eqn) -> list[Atom] | None:
+        """``A`` contracted with a diagonal matrix (no batch axes) as ``A``'s contracted
+        axis moved to where the diagonal's free axis goes, times its diagonal there."""
+        (lc, rc), batch = eqn.params["contract"], eqn.params["batch"]
+        out = eqn.outputs[0].type
+        if len(lc) != 1 or any(batch) or any(x.type.dtype != out.dtype for x in eqn.inputs):
+            return None
+        for d, other, k, last in ((eqn.inputs[1], eqn.inputs[0], lc[0], True),
+                                  (eqn.inputs[0], eqn.inputs[1], rc[0], False)):
+            scale = self.diag(d)
+            if scale is None:
+                continue
+            free = [i for i in range(other.type.ndim) if i != k]
+            perm = (*free, k) if last else (k, *free)
+            with Builder(eqn.loc) as build:
+                x = other if list(perm) == sorted(perm) else S.transpose(other, perm=perm)
+                for v in scale:
+                    x = E.mul(x, S.broadcast_in_dim(
+                        v, shape=out.shape, dims=(out.ndim - 1 if last else 0,)))
+            if x.type != out:
+                return None
+            self.out.extend(build.frame.eqns)
+            return [x]
+        return None
 
-_PASS = FunctionPass(lambda block, rw: _Outer().block(block))
+    def diag(self, d: Atom) -> list[Atom] | None:
+        """``[v]`` where ``d`` is ``diag(v)`` (the identity times ``v`` broadcast along
+        either axis), ``[]`` where it is the identity, else None."""
+        if d.type.ndim != 2 or d.type.shape[0] != d.type.shape[1]:
+            return None
+        if self.identity(d):
+            return []
+        eqn = self.definition(d)
+        if eqn is not None and eqn.op.name == "reshape":  # np.diag(v): v spread by zeros
+            pad = self.definition(eqn.inputs[0])
+            n = d.type.shape[0]
+            if (pad is not None and pad.op.name == "pad" and pad.inputs[0].type.shape == (n,)
+                    and pad.params["interior"] == (n,) and not any(pad.params["lo"])
+                    and not any(pad.params["hi"]) and isinstance(pad.inputs[1], Lit)
+                    and not pad.inputs[1].value.any()):
+                return [pad.inputs[0]]
+            return None
+        if eqn is None or eqn.op.name != "mul":
+            return None
+        for eye, other in (eqn.inputs, eqn.inputs[::-1]):
+            spread = self.definition(other)
+            if (self.identity(eye) and spread is not None
+                    and spread.op.name == "broadcast_in_dim"
+                    and spread.inputs[0].type.shape == d.type.shape[:1]
+                    and spread.inputs[0].type.dtype == d.type.dtype):
+                return [spread.inputs[0]]
+        return None
+
+    def identity(self, d: Atom) -> bool:
+        """Whether ``d`` is a square identity matrix: ``(i == j)`` of the two counting
+        axes converted to numbers."""
+        eqn = self.definition(d)
+        if eqn is None or eqn.op.name != "convert":
+            return False
+        eq = self.definition(eqn.inputs[0])
+        return (eq is not None and eq.op.name == "eq"
+                and {self.counts(x) for x in eq.inputs} == {0, 1})
+
+    def counts(self, x: Atom) -> int | None:
+        """The axis along which the 2-d ``x`` counts 0, 1, 2, ... (an iota, or a 1-d one
+        broadcast), else None."""
+        eqn = self.definition(x)
+        if eqn is not None and eqn.op.name == "broadcast_in_dim":
+            inner = self.definition(eqn.inputs[0])
+            if inner is not None and inner.op.name == "iota" and len(eqn.params["dims"]) == 1:
+                return eqn.params["dims"][0]
+            return None
+        return eqn.params["dim"] if eqn is not None and eqn.op.name == "iota" else None
+
+
+def _reads(block: Block) -> dict[int, int]:
+    """How many times each value of ``block`` (and of the blocks in it) is read."""
+    reads: dict[int, int] = {}
+    for a in [*(x for e in block.walk() for x in e.inputs),
+              *(r for b in [block, *(i for e in block.walk() for i in e.blocks())]
+                for r in b.results)]:
+        reads[id(a)] = reads.get(id(a), 0) + 1
+    return reads
+
+
+def _rewrite(block: Block, rw: object) -> None:
+    _Products(_reads(block)).block(block)
+
+
+_PASS = FunctionPass(_rewrite)
 
 
 def outer_products(module: Module) -> Module:
-    """A copy of ``module`` whose outer products are multiplies of broadcasts."""
-    return Module.of(_PASS(module.main))
+    """A copy of ``module`` whose outer products and products with a diagonal matrix
+    are multiplies (the identities and diagonals they leave unread dropped)."""
+    main = _PASS(module.main)
+    dce.in_place(main)
+    return Module.of(main)
