@@ -448,6 +448,7 @@ def _warm_pullback() -> None:
     # libraries (the glue, and the small and packed products that modules link)
     for n in (4, 128):
         pb.jit(pb.grad(lambda v: (v @ v.T).sum()), backend="c")(np.ones((n, n)))
+    _finish_builds()  # builds a first call left running in the background (tiered)
     note(f"pullback from {os.path.dirname(pb.__file__)}")
 
 
