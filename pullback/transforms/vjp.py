@@ -282,16 +282,24 @@ class ReverseMode:
                                   "body": fwd})
             outs, ctx.tape, count = res[:len(xs)], res[len(xs)], res[-1]
 
+        varied = [k for k, v in enumerate(vcarry) if v]
+        # an array the loop only reads: the backward adds into its running cotangent
+        # (in place, element by element) instead of returning one to add here
+        through = [body.results[k] is body.params[k + off] and _accumulates(xs[k].type)
+                   for k in varied]
+
         def step(ctx: Context, cts: Cotangents) -> None:
-            couts = [cts.get_or_zero(o) for o, v in zip(outs, vcarry, strict=True) if v]
+            accs, replaces = _accumulators(cts, [xs[k] for k in varied], through)
+            running = iter(accs)
+            couts = [_plus(next(running), cts.get(outs[k])) if t else cts.get_or_zero(outs[k])
+                     for k, t in zip(varied, through, strict=True)]
             if every:
                 back = self._segments(ctx, couts, bounds, xs, count, every, fwd, bwd, index)
             else:
                 back = current().emit("for_loop", [const(0, index), count, const(1, index),
                                                    *couts, *[outs[k] for k in shifted],
                                                    ctx.btape], {"body": bwd})
-            _add_all(cts, [x for x, v in zip(xs, vcarry, strict=True) if v],
-                     back[:len(couts)])
+            _absorb(cts, [xs[k] for k in varied], back[:len(couts)], replaces)
             ctx.btape = back[-1]
 
         return outs, vcarry, step
@@ -593,11 +601,18 @@ def _accumulators(cts: Cotangents, xs: Sequence[Atom], flags: Sequence[bool]
 
 def _absorb(cts: Cotangents, xs: Sequence[Atom], values: Sequence[Atom],
             replaces: Sequence[bool]) -> None:
-    for x, c, r in zip(xs, values, replaces, strict=True):
-        if r:
-            cts.replace(x, c)
-        else:
-            cts.add(x, c)
+    """Take a backward's results: running cotangents replace their values' first (a
+    value also passed another way gets that result added after, not overwritten)."""
+    for first in (True, False):
+        for x, c, r in zip(xs, values, replaces, strict=True):
+            if r and first:
+                cts.replace(x, c)
+            elif not r and not first:
+                cts.add(x, c)
+
+
+def _plus(a: Atom, b: Atom | None) -> Atom:
+    return a if b is None else E.add(a, b)
 
 
 def _accumulates(t) -> bool:
