@@ -74,3 +74,36 @@ def test_products_stay_whole_where_they_must(rows):
     np.testing.assert_allclose(got, overwritten(x, w), rtol=1e-12, atol=1e-12)
     if rows == 4099:
         assert "_panel" not in loops
+
+
+def direction(points, centroids):
+    g, h = pb.jvp(lambda c: pb.grad(nearest, argnums=1)(points, c), (centroids,),
+                  (np.ones_like(centroids),))
+    return g / h
+
+
+def centred_minima(x, w):
+    m = np.min(x @ w, axis=1)
+    return m - np.sum(m)  # each row needs the sum over all rows: after the panels
+
+
+def test_what_follows_the_row_loops_joins_the_panels():
+    # k-means' Newton direction: the masks, counts and weights of each row, their column
+    # sums and the product contracting the rows all run panel by panel; only a panel of
+    # each n x k array is ever held
+    points, centroids = RNG.standard_normal((6000, 16)), RNG.standard_normal((600, 16))
+    got, loops = _compiled(direction, points, centroids)
+    want = pb.jit(direction, backend="interp")(points, centroids)
+    np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+    rows = int(re.search(r"gemm\.\w+ float64 (\d+)x600x16: ", loops)[1])
+    assert rows < 6000 and 6000 % rows == 0
+    assert re.search(rf"gemm\.\w+ float64 16x600x{rows}: ", loops)
+    big = [int(c) for c in re.findall(r"alloc v\d+: \w+\[(\d+)\]", loops)]
+    assert max(big) <= rows * 600
+
+
+def test_what_reads_a_sum_over_rows_waits_for_every_panel():
+    x, w = RNG.standard_normal((4096, 32)), RNG.standard_normal((32, 256))
+    got, loops = _compiled(centred_minima, x, w)
+    assert "_panel" in loops
+    np.testing.assert_allclose(got, centred_minima(x, w), rtol=1e-12, atol=1e-9)

@@ -6,11 +6,12 @@ their log-sum-exp, never go to memory whole.  The product's buffer shrinks to on
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 
 from ..loops.ir import (
     Alloc,
     Bin,
+    Const,
     Decl,
     Expr,
     Free,
@@ -18,6 +19,7 @@ from ..loops.ir import (
     Int,
     Load,
     Loop,
+    Set,
     Stmt,
     Sym,
     children,
@@ -92,36 +94,217 @@ def _paneled(stmts: list[Stmt], g: int) -> list[Stmt] | None:
         elif operands & _names(s) and not (isinstance(s, (Loop, Alloc)) and
                                            not operands & _written(s)):
             return None
+    region = _extend(stmts, last + 1, m, written | {name}, _names(gemm) |
+                     set().union(*(_names(loop) for loop in loops)))
     alloc.count = rows * n
     at = Sym(f"{loops[0].var}_panel")
+    allocs = [stmts[j] for j in hoisted] + region.before
+    shifts = {name: n, **_shrunk(stmts, region, allocs, m, rows)}
+
+    def panel(e: Expr) -> Expr:
+        if isinstance(e, Load) and isinstance(e.ptr, Sym) and e.ptr.name in shifts:
+            return replace(e, index=e.index - at * shifts[e.ptr.name])
+        return e
+
     inner: list[Stmt] = [replace(gemm, m=rows, a=gemm.a + at * gemm.k)]
-    for loop in loops:
-        body = [map_stmt(s, lambda e: _shift(e, name, at * n)) for s in loop.body]
+    for loop in [*loops, *(stmts[j] for j in region.rows)]:
+        if isinstance(loop, Gemm):  # contracting the rows: this panel's share, added
+            b = loop.b if loop.b.name in shifts else loop.b + at * loop.n
+            inner.append(replace(loop, k=rows, a=loop.a + at * loop.m, b=b, addend=loop.c))
+            continue
+        body = [map_stmt(t, panel) for t in loop.body]
         inner.append(replace(loop, start=at, stop=at + rows, body=body,
                              pragma=loop.pragma if rows >= 32 else ""))
     before = [s for j, s in enumerate(stmts[:first]) if j != g and s not in freed]
-    return [*before, *(stmts[j] for j in hoisted),
-            Loop(at.name, Int(m), inner, step=rows), *freed, *stmts[last + 1:]]
+    return [*before, *(stmts[j] for j in hoisted), *region.before,
+            Loop(at.name, Int(m), inner, step=rows), *freed, *region.after,
+            *stmts[region.end:]]
 
 
-def _row_local(loop: Loop, made: set[str]) -> bool:
-    """Whether ``loop`` stores to buffers only at its own index, and reads the buffers
-    in ``made`` (what it and earlier row loops store) only there too."""
+@dataclass
+class _Region:
+    """Statements after a product's row loops that join them, panel by panel: ``rows``
+    (indices of more row loops, and of products contracting the rows, each panel adding
+    its share), what runs once ``before`` the panels (allocations, declarations, the
+    zeroing of what the panels add up) and ``after`` them (frees, and what reads only
+    the sums), and ``end``, where the statements after the panels resume."""
+
+    rows: list[int] = field(default_factory=list)
+    before: list[Stmt] = field(default_factory=list)
+    after: list[Stmt] = field(default_factory=list)
+    end: int = 0
+
+
+def _extend(stmts: list[Stmt], j: int, m: int, made: set[str], touched: set[str]
+            ) -> _Region:
+    """The statements from ``j`` on that run panel by panel too: loops over the ``m``
+    rows that keep to their own row of what the panels make (``made``), loops adding
+    rows up in order (into a buffer or a scalar: ``summed``, read by nothing else in
+    the panels), and products contracting the rows of a buffer the panels make.  A
+    statement that touches nothing of the panels runs before them; one that reads only
+    their sums, after them."""
+    region, summed = _Region(), set()
+    out_reads: set[str] = set()  # what the statements moved after the panels read
+    out_writes: set[str] = set()
+    while j < len(stmts):
+        s = stmts[j]
+        names, writes = _names(s), _written(s) | _sets(s)
+        if isinstance(s, (Alloc, Decl)):
+            writes.add(s.name)
+        fresh = not (writes & touched) - made  # (made buffers are only read row by row)
+        if isinstance(s, Free):
+            region.after.append(s)
+        elif names & out_writes or writes & out_reads:
+            break
+        elif isinstance(s, (Alloc, Decl)) and not names & (made | summed) - {s.name}:
+            region.before.append(s)
+        elif _over_rows(s, m) and fresh and not names & summed and \
+                _row_local(s, made | _written(s)):
+            region.rows.append(j)
+            made |= _written(s)
+            summed |= _sets(s)
+            touched |= names
+        elif _over_rows(s, m) and fresh and "parallel" not in s.pragma and \
+                not names & summed and _row_local(s, made, summing=True):
+            region.rows.append(j)
+            summed |= writes - made
+            touched |= names
+        elif isinstance(s, Gemm) and _contracts_rows(s, m, made) and \
+                not names & summed and s.c.name not in touched:
+            region.before.append(_zeros(s))
+            region.rows.append(j)
+            summed.add(s.c.name)
+            touched |= names
+        elif not names & (made | summed) and not writes & touched:
+            region.before.append(s)
+        elif not names & made and not writes & touched:
+            region.after.append(s)
+            out_reads |= names - writes
+            out_writes |= writes
+        else:
+            break
+        j += 1
+    region.end = j
+    return region
+
+
+def _over_rows(s: Stmt, m: int) -> bool:
+    return isinstance(s, Loop) and isinstance(s.start, Int) and s.start.value == 0 and \
+        isinstance(s.stop, Int) and s.stop.value == m and s.step == 1
+
+
+def _contracts_rows(g: Gemm, m: int, made: set[str]) -> bool:
+    """Whether product ``g`` sums over ``m`` rows of a buffer the panels make (its
+    ``k x n`` operand, row-major) and an operand they do not, ``m x k`` transposed."""
+    return g.batch == 1 and g.k == m and g.trans_a and not g.trans_b and \
+        g.addend is None and g.alpha is None and isinstance(g.b, Sym) and \
+        g.b.name in made and isinstance(g.c, Sym) and not _names_in(g.a) & made
+
+
+def _zeros(g: Gemm) -> Stmt:
+    """``g.c[:] = 0``: the panels add their shares of the product into it."""
+    return Loop("z", Int(g.m * g.n), [Set(Load(g.c, Sym("z")), Const(0.0, g.dtype))],
+                pragma="simd")
+
+
+def _shrunk(stmts: list[Stmt], region: _Region, allocs: list[Stmt], m: int, rows: int
+            ) -> dict[str, int]:
+    """Buffers allocated before the panels (``allocs``) that the panels make and only
+    they read, each row by row at one width (a product contracting the rows reads its
+    operand's panel whole): allocated one panel long; by name, the elements of a row."""
+    inside = [stmts[j] for j in region.rows if isinstance(stmts[j], Loop)]
+    widths: dict[str, set[int | None]] = {}
+    for loop in inside:
+        test = _row_indices(loop.body, loop.var)
+        for t in walk([loop]):
+            def note(e: Expr, loop: Loop = loop, test=test) -> Expr:
+                if isinstance(e, Load) and isinstance(e.ptr, Sym):
+                    i = e.index
+                    width = 1 if isinstance(i, Sym) and i.name == loop.var else \
+                        _row_width(i, loop.body) if test(i) else None
+                    widths.setdefault(e.ptr.name, set()).add(width)
+                return e
+            _map_shallow(t, note)
+    for j in region.rows:
+        g = stmts[j]
+        if isinstance(g, Gemm):
+            for name in _names_in(g):
+                widths.setdefault(name, set()).add(g.n if name == g.b.name else None)
+    later = set().union(set(), *(_names(s) for s in stmts[region.end:] + region.after
+                                 if not isinstance(s, Free)))
+    found = {}
+    for s in allocs:
+        if isinstance(s, Alloc) and s.name not in later and len(widths.get(s.name, {None})) == 1:
+            (width,) = widths[s.name]
+            if width is not None and s.count == m * width:
+                s.count = rows * width
+                found[s.name] = width
+    return found
+
+
+def _row_local(loop: Loop, made: set[str], summing: bool = False) -> bool:
+    """Whether ``loop`` stores to buffers only in its own row (at its index, or at
+    ``var * n + j`` with ``j`` an inner loop's index over ``range(n)``), and reads the
+    buffers in ``made`` (what it and earlier row loops store) only there too.
+    ``summing``: it may also store anywhere in buffers not in ``made`` (adding its rows
+    up in order)."""
     ok = True
+    rows = _row_indices(loop.body, loop.var)
+
+    def own(index: Expr) -> bool:
+        return isinstance(index, Sym) and index.name == loop.var or rows(index)
 
     def check(e: Expr) -> Expr:
         nonlocal ok
         if isinstance(e, Load) and isinstance(e.ptr, Sym) and e.ptr.name in made:
-            ok = ok and isinstance(e.index, Sym) and e.index.name == loop.var
+            ok = ok and own(e.index)
         return e
 
     for t in walk([loop]):
         target = getattr(t, "target", None)
-        if isinstance(target, Load) and not (isinstance(target.index, Sym) and
-                                             target.index.name == loop.var):
+        if isinstance(target, Load) and not own(target.index) and not (
+                summing and isinstance(target.ptr, Sym) and target.ptr.name not in made):
             return False
         _map_shallow(t, check)
     return ok
+
+
+def _sets(s: Stmt) -> set[str]:
+    """Scalars that ``s`` assigns and does not declare itself (a loop's sums)."""
+    inner = {t.name for t in walk(children(s)[0] if children(s) else []) if isinstance(t, Decl)}
+    return {t.target.name for t in walk([s]) if isinstance(t, Set) and
+            isinstance(t.target, Sym)} - inner
+
+
+def _row_width(i: Expr, body: list[Stmt]) -> int:
+    """The row length ``n`` of an index ``var * n + j`` (written out or declared)."""
+    named = {s.name: s.init for s in walk(body) if isinstance(s, Decl) and s.init is not None}
+    if isinstance(i, Sym):
+        i = named[i.name]
+    assert isinstance(i, Bin) and isinstance(i.a, Bin) and isinstance(i.a.b, Int)
+    return i.a.b.value
+
+
+def _row_indices(body: list[Stmt], var: str, width: int | None = None):
+    """A test of an index expression: whether it is ``var * n + j`` (``n == width`` when
+    given) with ``j`` the index of an inner loop over ``range(n)``, written out or as a
+    local declared so (a kernel by rows declares ``i = r * n + c``)."""
+    inner = {s.var: s.stop.value for s in walk(body) if isinstance(s, Loop) and
+             isinstance(s.start, Int) and s.start.value == 0 and
+             isinstance(s.stop, Int) and s.step == 1}
+    named = {s.name: s.init for s in walk(body) if isinstance(s, Decl) and s.init is not None}
+
+    def test(i: Expr) -> bool:
+        if isinstance(i, Sym) and i.name in named and i.name not in inner:
+            i = named[i.name]
+        if not (isinstance(i, Bin) and i.op == "+" and isinstance(i.b, Sym) and
+                i.b.name in inner and isinstance(i.a, Bin) and i.a.op == "*" and
+                isinstance(i.a.a, Sym) and i.a.a.name == var and isinstance(i.a.b, Int)):
+            return False
+        n = i.a.b.value
+        return inner[i.b.name] == n and (width is None or n == width)
+
+    return test
 
 
 def _shift(e: Expr, name: str, by: Expr) -> Expr:
@@ -134,19 +317,13 @@ def _by_row(body: list[Stmt], name: str, var: str, n: int) -> bool:
     """Whether every read of buffer ``name`` in ``body`` is ``name[var * n + j]`` with
     ``j`` an inner loop's index over ``range(n)`` (the loop's own row), and nothing
     writes it."""
-    inner = {s.var for s in walk(body) if isinstance(s, Loop) and isinstance(s.start, Int)
-             and s.start.value == 0 and isinstance(s.stop, Int) and s.stop.value == n
-             and s.step == 1}
+    rows = _row_indices(body, var, n)
     ok = True
 
     def check(e: Expr) -> Expr:
         nonlocal ok
         if isinstance(e, Load) and isinstance(e.ptr, Sym) and e.ptr.name == name:
-            i = e.index
-            ok = ok and isinstance(i, Bin) and i.op == "+" and isinstance(i.b, Sym) and \
-                i.b.name in inner and isinstance(i.a, Bin) and i.a.op == "*" and \
-                isinstance(i.a.a, Sym) and i.a.a.name == var and \
-                isinstance(i.a.b, Int) and i.a.b.value == n
+            ok = ok and rows(e.index)
         return e
 
     for t in walk(body):
