@@ -109,8 +109,8 @@ def donation(staged: Staged, sig: Signature, handed: Sequence[int]) -> dict[int,
 def _compile(staged: Staged, backend: str, donated: dict[int, int]) -> None:
     """Native code for ``staged`` when the backend is ``c`` (``donated``: the parameters
     callers hand over, with the results they become), built now or, where the
-    interpreter runs it quickly, on a thread while its first calls run there
-    (``tiered``)."""
+    interpreter runs it quickly, on a thread from the end of its first call, which runs
+    there (``tiered``)."""
     if backend != "c":
         return
 
