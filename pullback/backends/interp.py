@@ -90,6 +90,10 @@ ELEMENT_S = 5e-9
 #: elements, which overestimates them (a factorisation, a sort, a convolution).
 _SUPERLINEAR = frozenset({"cholesky", "conv", "eigh", "lu", "qr", "svd", "sort",
                           "triangular_solve"})
+#: What the other opaque ops (gathers, scatters, scans along an axis, stacks) cost per
+#: element, in elements: NumPy's strided and indexed paths (a cumsum along the first
+#: axis, ``np.add.at``) are several times slower than its element-wise loops.
+OPAQUE_ELEMENT = 4
 
 
 def estimate(func: Func) -> float | None:
@@ -116,7 +120,7 @@ def _block_cost(block: Block, calling: frozenset) -> float | None:
         elif name in _SUPERLINEAR:
             work = max(sizes, default=0) ** 1.5
         else:
-            work = sum(sizes)
+            work = sum(sizes) * (OPAQUE_ELEMENT if eqn.op.fusion == "opaque" else 1)
         cost = STEP_S + work * ELEMENT_S
         inner = [_block_cost(b, calling) for b in eqn.blocks()]
         if name == "call":
