@@ -95,3 +95,20 @@ def test_measured_choices_reach_the_builds(logged_cc, monkeypatch):
     assert tuning.VECTOR_FLAG in lines(log, "pb_t_su5.c")[0]
     (library,) = (Path(module.__file__).parent).glob("libpbpacked-*.so")
     assert ctypes.c_int.in_dll(ctypes.CDLL(str(library)), "pb_gemm_packed_chosen").value == 1
+
+
+def _linked_in_child(name: str) -> float:
+    return linked_module(name).f(1.25)
+
+
+@needs_cc
+def test_a_child_forked_while_libraries_build_builds_its_own(logged_cc):
+    """The worker threads building libraries do not survive fork: a child forked while
+    they run starts its own builds instead of waiting for them forever."""
+    import multiprocessing
+
+    logged_cc()
+    compiler.start_libraries(LIBRARIES, {})
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        assert pool.apply_async(_linked_in_child, ("pb_t_su6",)).get(timeout=120) == 3.5
+    assert linked_module("pb_t_su7").f(1.25) == 3.5

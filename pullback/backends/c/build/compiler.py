@@ -264,6 +264,22 @@ def _ended(key: str, job: Future[Path]) -> None:
             del _builds[key]
 
 
+def _forget_threads() -> None:
+    """In a child forked while builds or probes ran: their threads are not there, so
+    their jobs would never end; they are forgotten (finished probes' answers kept), and
+    the child's first build starts its own."""
+    global _builds_lock, _probes_lock
+    _builds_lock, _probes_lock = threading.Lock(), threading.Lock()
+    _builds.clear()
+    for key, job in list(_probes.items()):
+        if not job.done():
+            del _probes[key]
+    _workers.cache_clear()
+
+
+os.register_at_fork(after_in_child=_forget_threads)
+
+
 @contextlib.contextmanager
 def _building(entries: list[tuple[str, str, Callable[[Path], None]]]
               ) -> Iterator[list[Future[Path]]]:
