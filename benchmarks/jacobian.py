@@ -11,10 +11,10 @@ map of a ``vjp`` over the rows of the identity or of a ``jvp`` over its columns:
 ``pb.vmap(vjp_fn)(eye)``, ``pb.vmap(jvp of f, out_axes=1)(eye)``.  The float64 reference
 is the chain rule by hand, J = diag(1 - x3^2) W3 diag(1 - x2^2) W2 diag(1 - x1^2) W1.
 
-Peers: ``jax.jit(jax.jacrev(f))``, ``jax.jit(jax.jacfwd(f))``, and that chain rule in
-NumPy, accumulated from the input (``jacfwd``) or from the output (``jacrev``).  Bound:
-its two 256 x 256 x 256 matrix products alone in OpenBLAS (NumPy ``matmul`` with
-``out=``).
+Peers: ``jax.jit(jax.jacrev(f))``, ``jax.jit(jax.jacfwd(f))``, ``torch.func.jacrev`` and
+``torch.func.jacfwd`` (eager), and that chain rule in NumPy, accumulated from the input
+(``jacfwd``) or from the output (``jacrev``).  Bound: its two 256 x 256 x 256 matrix
+products alone in OpenBLAS (NumPy ``matmul`` with ``out=``).
 
     python benchmarks/jacobian.py [--quick] [--threads 1|2|both] [--only SYSTEMS]
                                   [--json PATH]
@@ -136,5 +136,21 @@ if jax is not None:
         if row.get("median_s") and ours.get("median_s"):
             H.note(f"{what}: {ours['system']} / {row['system']} = "
                    f"{ours['median_s'] / row['median_s']:.2f}")
+
+# ------------------------------------------------------------------ torch
+torch = H.optional("torch") if H.want("torch") else None
+if torch is not None:
+    H.pin_torch(torch)
+
+    def tf(x, ws, bs):
+        for w, b in zip(ws, bs, strict=True):
+            x = torch.tanh(w @ x + b)
+        return x
+
+    Xt, Wt, Bt = torch.from_numpy(X0), [torch.from_numpy(w) for w in WS], \
+        [torch.from_numpy(b) for b in BS]
+    for what, transform in (("jacrev", torch.func.jacrev), ("jacfwd", torch.func.jacfwd)):
+        jac = transform(tf)
+        H.measure(f"torch.func.{what}(f)", what, lambda j=jac: j(Xt, Wt, Bt).numpy(), check=err)
 
 H.finish(f"Jacobian of {LAYERS} tanh layers {D} -> {D} w.r.t. the input, float64")
