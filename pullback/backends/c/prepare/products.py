@@ -51,11 +51,12 @@ class _Products(Forward):
 
     def swapped(self, eqn: Eqn) -> list[Atom] | None:
         """The transpose of a product read by nothing else, as the product with its
-        operands swapped (whose result is that transpose: no copy)."""
+        operands swapped (whose result is that transpose: no copy).  Only in the
+        product's own block: a product made before a loop is not moved into it."""
         (x,) = eqn.inputs
         prod = self.definition(x)
         if prod is None or prod.op.name != "dot_general" or self.reads.get(id(x)) != 1 or \
-                any(prod.params["batch"]):
+                any(prod.params["batch"]) or not any(e is prod for e in self.out):
             return None
         (lc, rc) = prod.params["contract"]
         nl = prod.inputs[0].type.ndim - len(lc)
