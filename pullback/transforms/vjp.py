@@ -622,7 +622,12 @@ def _accumulates(t) -> bool:
 
 
 def _trip_count(lo: Atom, hi: Atom, stride: Atom) -> Atom:
-    """How many indices ``range(lo, hi, stride)`` has."""
+    """How many indices ``range(lo, hi, stride)`` has: a constant for constant bounds,
+    so that a nested loop's backward does not pop its trip count and the C compiler
+    knows the range of its indices (and drops their wrap-around and clamps)."""
+    bounds = [int(a.value) if isinstance(a, Lit) else None for a in (lo, hi, stride)]
+    if None not in bounds and bounds[2] != 0:
+        return const(len(range(*bounds)), lo.type)
     one = const(1, lo.type)
     n = E.floordiv(E.sub(E.add(E.sub(hi, lo), stride), E.mul(E.sign(stride), one)), stride)
     return E.max_(n, const(0, lo.type))
