@@ -1,6 +1,8 @@
 """Choices measured on the machine (build/tuning.py): the decisions from timings, the
 measurements made only where the CPU leaves a choice, once, and cached on disk."""
 
+import os
+
 import pytest
 
 from pullback.backends.c.build import compiler, libraries, tuning
@@ -84,3 +86,20 @@ def test_the_gemm_measurement_runs_both_kernels(cache_dir):
     record = tuning.measure_gemm(packed, compiler.openblas_library())
     assert len(record["seconds"]) == len(tuning.GEMM_SHAPES)
     assert all(set(t) == {"packed", "blas"} for t in record["seconds"].values())
+
+
+def test_threads_wait_as_the_measured_gemm_choice_wants(cache_dir, monkeypatch):
+    """Idle OpenMP threads sleep at once unless an earlier process measured the packed
+    kernels faster; OpenBLAS's core type, which NumPy's BLAS reads too, is left alone."""
+    for name in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "OPENBLAS_CORETYPE", "PULLBACK_GEMM"):
+        monkeypatch.setenv(name, "")  # restored after the test
+        monkeypatch.delenv(name)
+    monkeypatch.setattr(compiler, "_cpu_id", lambda: AVX512)
+    compiler.choose_threading()
+    assert os.environ.pop("OMP_WAIT_POLICY") == "PASSIVE"  # nothing measured yet
+    monkeypatch.setattr(tuning, "measure_gemm", lambda *args: {"choice": "packed"})
+    tuning.gemm_choice(cache_dir / "p.so", compiler.openblas_library(), AVX512,
+                       libraries.LIBRARIES["pbpacked"][0])
+    compiler.choose_threading()
+    assert os.environ["GOMP_SPINCOUNT"] == compiler.SPIN
+    assert "OMP_WAIT_POLICY" not in os.environ and "OPENBLAS_CORETYPE" not in os.environ
