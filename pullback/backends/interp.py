@@ -88,7 +88,7 @@ STEP_S = 30e-6
 ELEMENT_S = 5e-9
 #: Ops whose work grows faster than their data: counted as (largest operand)**1.5
 #: elements, which overestimates them (a factorisation, a sort, a convolution).
-_SUPERLINEAR = frozenset({"cholesky", "conv", "eigh", "lu", "qr", "svd", "sort",
+_SUPERLINEAR = frozenset({"cholesky", "cholesky_adjoint", "conv", "eigh", "lu", "qr", "svd", "sort",
                           "triangular_solve"})
 #: What the other opaque ops (gathers, scatters, scans along an axis, stacks) cost per
 #: element, in elements: NumPy's strided and indexed paths (a cumsum along the first
