@@ -9,7 +9,9 @@ copies any other, so donation never changes what a program computes, only who co
 
 A parameter is donated when it flows to a result through in-place updates alone: an
 update of it (``dynamic_update_slice``, ``scatter``, ``scatter_add``), an ``add`` with
-it as an operand, a ``cond`` whose branches both pass it on to the same result, or a
+it as an operand, a ``cond`` whose branches both pass it on to the same result, a loop
+whose body turns it into its own carried result (a backward loop adding into a running
+cotangent), or a
 call that takes it over in turn (recursion is solved as a fixed point, from the
 optimistic guess down).  Reads of it along the way are allowed.
 """
@@ -43,6 +45,12 @@ def _through(e: Eqn, pos: int, guess: Donations) -> Var | None:
                 for b in ("then", "orelse")}
         if len(ends) == 1 and None not in ends:
             return e.outputs[ends.pop()]
+    if name in ("for_loop", "while_loop"):  # a carry the body updates into itself
+        k = pos - 3 if name == "for_loop" else pos
+        body = e.params["body"]
+        if k >= 0 and flows(body, body.params[len(body.params) - len(e.outputs) + k],
+                            guess) == k:
+            return e.outputs[k]
     if name == "call":
         r = guess.get(id(e.params["callee"]), {}).get(pos)
         if r is not None:
