@@ -51,10 +51,6 @@ def test_expansion_by_minors_reads_elements_without_buffers():
     assert "pb_alloc" not in body  # every a[row, j] is a load into a local
 
 
-@pytest.mark.xfail(strict=True, reason="since `1 << j` of a run-time j compiles (issue 20 "
-                   "item 6) det's column loop stays rolled, and the rolled loop's backward "
-                   "starts its cotangent from zeros instead of taking the running one over "
-                   "(det + grad: 1.8x the instructions of the unrolled form); issue 24")
 def test_the_backward_takes_its_running_cotangent_over():
     a = RNG.standard_normal((4, 4))
     lowered = _c(pb.grad(det)).lower(a)
