@@ -98,8 +98,10 @@ def _check(grad, f):
     np.testing.assert_allclose(ga, da, rtol=1e-6, atol=1e-6)
 
 
-@pytest.mark.parametrize("f", PROGRAMS, ids=lambda f: f.__name__)
-@pytest.mark.parametrize("backend", ["interp", "c"])
+@pytest.mark.parametrize("f, backend", [
+    *[(f, "interp") for f in PROGRAMS], (heat_copy, "c"), (heat_inplace, "c"),
+    *[pytest.param(f, "c", marks=pytest.mark.slow) for f in (heat_swap, heat_2d)],
+], ids=lambda v: getattr(v, "__name__", v))
 def test_jit_of_grad_matches_central_differences(f, backend):
     _check(pb.jit(pb.grad(f, argnums=(0, 1)), backend=backend), f)
 
