@@ -19,7 +19,6 @@ from __future__ import annotations
 from ....ir.builder import Builder
 from ....ir.core import Atom, Block, Eqn, Lit, Module
 from ....ops import elementwise as E
-from ....ops import linalg as L
 from ....ops import shape as S
 from ....passes.dce import dce
 from ....passes.walk import Forward, FunctionPass
@@ -38,38 +37,10 @@ def _spread(x: Atom, kept: list[int], ones: tuple[int, ...], shape: tuple[int, .
 
 
 class _Products(Forward):
-    def __init__(self, reads: dict[int, int]):
-        super().__init__()
-        self.reads = reads
-
     def visit(self, eqn: Eqn) -> list[Atom] | None:
-        if eqn.op.name == "transpose":
-            return self.swapped(eqn)
         if eqn.op.name != "dot_general":
             return None
         return self.outer(eqn) or self.diagonal(eqn)
-
-    def swapped(self, eqn: Eqn) -> list[Atom] | None:
-        """The transpose of a product read by nothing else, as the product with its
-        operands swapped (whose result is that transpose: no copy).  Only in the
-        product's own block: a product made before a loop is not moved into it."""
-        (x,) = eqn.inputs
-        prod = self.definition(x)
-        if prod is None or prod.op.name != "dot_general" or self.reads.get(id(x)) != 1 or \
-                any(prod.params["batch"]) or not any(e is prod for e in self.out):
-            return None
-        (lc, rc) = prod.params["contract"]
-        nl = prod.inputs[0].type.ndim - len(lc)
-        nr = x.type.ndim - nl
-        if eqn.params["perm"] != (*range(nl, nl + nr), *range(nl)):
-            return None
-        with Builder(eqn.loc) as build:
-            out = L.dot_general(prod.inputs[1], prod.inputs[0], contract=(rc, lc),
-                                batch=((), ()))
-        if out.type != eqn.outputs[0].type:
-            return None
-        self.out.extend(build.frame.eqns)
-        return [out]
 
     def outer(self, eqn: Eqn) -> list[Atom] | None:
         a, b = eqn.inputs
@@ -161,18 +132,8 @@ class _Products(Forward):
         return eqn.params["dim"] if eqn is not None and eqn.op.name == "iota" else None
 
 
-def _reads(block: Block) -> dict[int, int]:
-    """How many times each value of ``block`` (and of the blocks in it) is read."""
-    reads: dict[int, int] = {}
-    for a in [*(x for e in block.walk() for x in e.inputs),
-              *(r for b in [block, *(i for e in block.walk() for i in e.blocks())]
-                for r in b.results)]:
-        reads[id(a)] = reads.get(id(a), 0) + 1
-    return reads
-
-
 def _rewrite(block: Block, rw: object) -> None:
-    _Products(_reads(block)).block(block)
+    _Products().block(block)
 
 
 _PASS = FunctionPass(_rewrite)
