@@ -109,8 +109,9 @@ def _paneled(stmts: list[Stmt], g: int) -> list[Stmt] | None:
     inner: list[Stmt] = [replace(gemm, m=rows, a=gemm.a + at * gemm.k)]
     for loop in [*loops, *(stmts[j] for j in region.rows)]:
         if isinstance(loop, Gemm):  # contracting the rows: this panel's share, added
-            b = loop.b if loop.b.name in shifts else loop.b + at * loop.n
-            inner.append(replace(loop, k=rows, a=loop.a + at * loop.m, b=b, addend=loop.c))
+            a, b = (x if isinstance(x, Sym) and x.name in shifts else x + at * width
+                    for x, width in ((loop.a, loop.m), (loop.b, loop.n)))
+            inner.append(replace(loop, k=rows, a=a, b=b, addend=loop.c))
             continue
         body = [map_stmt(t, panel) for t in loop.body]
         inner.append(replace(loop, start=at, stop=at + rows, body=body,
@@ -194,11 +195,11 @@ def _over_rows(s: Stmt, m: int) -> bool:
 
 
 def _contracts_rows(g: Gemm, m: int, made: set[str]) -> bool:
-    """Whether product ``g`` sums over ``m`` rows of a buffer the panels make (its
-    ``k x n`` operand, row-major) and an operand they do not, ``m x k`` transposed."""
+    """Whether product ``g`` sums over ``m`` rows: ``a`` (``m x k`` transposed: ``k``
+    rows of ``m``) by ``b`` (``k`` rows of ``n``), one of them a buffer the panels make."""
     return g.batch == 1 and g.k == m and g.trans_a and not g.trans_b and \
-        g.addend is None and g.alpha is None and isinstance(g.b, Sym) and \
-        g.b.name in made and isinstance(g.c, Sym) and not _names_in(g.a) & made
+        g.addend is None and g.alpha is None and isinstance(g.c, Sym) and \
+        any(isinstance(x, Sym) and x.name in made for x in (g.a, g.b))
 
 
 def _zeros(g: Gemm) -> Stmt:
@@ -228,8 +229,9 @@ def _shrunk(stmts: list[Stmt], region: _Region, allocs: list[Stmt], m: int, rows
     for j in region.rows:
         g = stmts[j]
         if isinstance(g, Gemm):
+            rowwise = {x.name: w for x, w in ((g.a, g.m), (g.b, g.n)) if isinstance(x, Sym)}
             for name in _names_in(g):
-                widths.setdefault(name, set()).add(g.n if name == g.b.name else None)
+                widths.setdefault(name, set()).add(rowwise.get(name))
     later = set().union(set(), *(_names(s) for s in stmts[region.end:] + region.after
                                  if not isinstance(s, Free)))
     found = {}

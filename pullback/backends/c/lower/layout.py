@@ -27,6 +27,7 @@ from ..loops.ir import (
     ctype,
     element_at,
     linear,
+    map_exprs,
     strides,
 )
 from .elementwise import op_elementwise
@@ -125,7 +126,12 @@ def op_slice(lw: Lowering, eqn: Eqn) -> None:
         return linear(x.type.shape, [s + _along(out.type.shape, d, i) * st for d, (s, st)
                                      in enumerate(zip(start, stride, strict=True))])
 
-    if id(out) in lw.plan.fusible:
+    if id(out) in lw.plan.fusible and id(x) in lw.fused.exprs:  # computed there
+        lw.fused.exprs[id(out)] = lambda i: lw.elem(x, at(i))
+        # the buffers its expression reads are read at other elements' positions
+        map_exprs(lw.elem(x, Sym("i")), lambda e: lw.buffers.shifted.add(e.ptr.name) or e
+                  if isinstance(e, Load) and isinstance(e.ptr, Sym) else e)
+    elif id(out) in lw.plan.fusible:
         src, inner = lw.fused.remaps.get(id(x), (x, None))
         lw.fused.remaps[id(out)] = (src, at if inner is None else lambda i: inner(at(i)))
         lw.read_shifted(src)
@@ -218,9 +224,19 @@ def _joined(lw: Lowering, eqn: Eqn, i: Expr) -> Expr:
         x, start = parts[k]
         value = lw.elem(x, i if start == 0 else Bin("-", i, Int(start)))
         chosen = value if chosen is None else \
-            Cond(Bin("<", i, Int(parts[k + 1][1])), value, chosen)
+            Cond(_test("<", i, parts[k + 1][1]), value, chosen)
     assert chosen is not None  # (a fused value has elements)
     return chosen
+
+
+def _test(op: str, i: Expr, bound: int) -> Expr:
+    """``i op bound``, with a shifted index ``j - c`` compared as ``j op bound + c`` (so
+    that index-set splitting sees the loop index against a constant)."""
+    j, shifted = i, bound
+    while isinstance(j, Bin) and j.op in "+-" and isinstance(j.b, Int):
+        shifted += j.b.value if j.op == "-" else -j.b.value
+        j = j.a
+    return Bin(op, j, Int(shifted)) if isinstance(j, Sym) else Bin(op, i, Int(bound))
 
 
 @handles("pad")
@@ -234,8 +250,8 @@ def op_pad(lw: Lowering, eqn: Eqn) -> None:
         def element(i: Expr) -> Expr:
             j = i if before == 0 else Bin("-", i, Int(before))
             end = before + x.type.size
-            tests = ([Bin(">=", i, Int(before))] if before > 0 else []) + \
-                ([Bin("<", i, Int(end))] if out.type.size > end else [])
+            tests = ([_test(">=", i, before)] if before > 0 else []) + \
+                ([_test("<", i, end)] if out.type.size > end else [])
             if not tests:  # (x cropped at both ends)
                 return lw.elem(x, j)
             inside = tests[0] if len(tests) == 1 else Bin("&&", *tests)

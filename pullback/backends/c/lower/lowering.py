@@ -195,7 +195,9 @@ class Lowering:
         fused value is its expression (in a kernel, a local computed once)."""
         if a.type.shape == ():
             return self.scalar(a)
-        if self.in_kernel.locals is not None and id(a) in self.in_kernel.locals:
+        # a kernel's locals are its element's values: read elsewhere, a value is computed
+        own = isinstance(index, Sym)
+        if own and self.in_kernel.locals is not None and id(a) in self.in_kernel.locals:
             return Sym(self.in_kernel.locals[id(a)])
         remap = self.fused.remaps.get(id(a))
         if remap is not None:
@@ -203,7 +205,7 @@ class Lowering:
         fused = self.fused.exprs.get(id(a))
         if fused is None:
             return Load(self.buf(a), index)
-        if self.in_kernel.locals is None:
+        if self.in_kernel.locals is None or not own:
             return fused(index)
         name = self.fresh("t")
         self.add(Decl(name, ctype(a.type.dtype), fused(index)))

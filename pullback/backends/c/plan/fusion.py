@@ -205,6 +205,11 @@ COST_DIV, COST_CALL, COST_BYTE = 2, 4, 2
 #: it is computed cost nothing measurable, and LogSumExp's gradient, which reads it in
 #: two later loops, took 20 % less time with it stored than computed again in each.
 COST_CALL_F64 = 24
+#: A value only read a few rows further on (``y[:-1]`` in ``concatenate((y0, y[:-1]))``,
+#: each stage of a Runge-Kutta step reading the last one shifted) whose expression costs
+#: at most this is computed at the shifted index where read: its operands are read there
+#: anyway, a few elements apart, and the stages run as one loop.
+SHIFTED_MAX = 8
 #: Values whose expression costs more than this are never computed twice.
 RECOMPUTE_MAX = 64
 _ARITH = {"neg", "abs", "sign", "floor", "ceil", "round", "trunc", "not", "add", "sub",
@@ -221,10 +226,11 @@ def _op_cost(eqn: Eqn) -> int:
     return COST_CALL_F64 if eqn.outputs[0].type.dtype.name == "float64" else COST_CALL
 
 
-def _expressions(blk: Block, kept: set[int]) -> dict[int, tuple[int, int]]:
+def _expressions(blk: Block, kept: set[int]) -> dict[int, tuple[int, dict[int, int], int]]:
     """Pointwise array values of ``blk`` as expressions of the arrays they read from
     memory (values in ``kept`` have a buffer: they are read, not composed), up to a
-    cost of ``RECOMPUTE_MAX``: the cost of each element, and the bytes read for it."""
+    cost of ``RECOMPUTE_MAX``: the cost of each element, the arrays it reads (their
+    bytes per element, by value), and the cost of its costliest operation."""
     parts: dict[int, tuple[dict[int, int], dict[int, int]]] = {}  # equations, leaves
     for e in blk.eqns:
         v = e.outputs[0] if e.outputs else None
@@ -242,7 +248,24 @@ def _expressions(blk: Block, kept: set[int]) -> dict[int, tuple[int, int]]:
                 leaves[id(a)] = a.type.dtype.np.itemsize
         if sum(ops.values()) <= RECOMPUTE_MAX:
             parts[id(v)] = ops, leaves
-    return {v: (sum(ops.values()), sum(leaves.values())) for v, (ops, leaves) in parts.items()}
+    return {v: (sum(ops.values()), leaves, max(ops.values()))
+            for v, (ops, leaves) in parts.items()}
+
+
+def _run_reads(run: list[Eqn], exprs: dict[int, tuple[int, dict[int, int], int]],
+               kept: set[int], arithmetic: set[int]) -> set[int]:
+    """The arrays a run's loop reads from memory: its members' operands (not its own
+    values), or, for those of plain ``arithmetic`` (computed where read unless read by
+    many), what they read."""
+    made = {id(e.outputs[0]) for e in run}
+    found: set[int] = set()
+    for e in run:
+        for a in e.inputs:
+            if id(a) in made:
+                continue
+            cheap = id(a) in exprs and id(a) not in kept and id(a) in arithmetic
+            found |= set(exprs[id(a)][1]) if cheap else {id(a)}
+    return found
 
 
 def _reads_elementwise(c: Eqn) -> bool:
@@ -279,6 +302,7 @@ def fused_values(blk: Block, runs: dict[int, list[Eqn]], stored: Collection[int]
     kept |= {id(a) for e in blk.eqns if id(e) not in run_of and not _reads_elementwise(e)
              for a in (e.inputs[:1] if _by_element(e) else e.inputs)}
     exprs = _expressions(blk, kept)
+    arithmetic = {v for v, (_, _, heaviest) in exprs.items() if heaviest <= COST_DIV}
     # a transpose only products read is read by them in place (they renumber its axes)
     absorbed = {id(e.outputs[0]) for e in blk.eqns if e.op.name == "transpose" and
                 id(e.outputs[0]) not in outside and readers.get(id(e.outputs[0])) and all(
@@ -287,6 +311,7 @@ def fused_values(blk: Block, runs: dict[int, list[Eqn]], stored: Collection[int]
                     and c.inputs[0] is not c.inputs[1]
                     for c in readers[id(e.outputs[0])])}
     elementwise: set[int] = set()  # fused values that only pointwise kernels read
+    reads: dict[int, set[int]] = {}  # by run: the arrays its loop reads
     at: dict[int, tuple[set[int], int]] = {}  # a fused value: the runs computing it, and
     for e in reversed(blk.eqns):              # how many times other loops do
         v = e.outputs[0] if e.outputs else None
@@ -314,11 +339,21 @@ def fused_values(blk: Block, runs: dict[int, list[Eqn]], stored: Collection[int]
                     max(1, w.type.size // max(v.type.size, 1))
         loops.discard(own)
         evals = len(loops) + times
-        cost, nbytes = exprs[id(v)]
+        cost, leaves, _ = exprs[id(v)]
+        if cost <= SHIFTED_MAX and readers.get(id(v)) and all(
+                c.op.name == "slice" and _rows_from(c) for c in readers[id(v)]):
+            at[id(v)] = loops, times  # read at a shifted index: computed there
+            continue
         size = COST_BYTE * v.type.dtype.np.itemsize
-        each = cost + COST_BYTE * nbytes
+        each = cost + COST_BYTE * sum(leaves.values())
         spare = 0 if own is not None else 1  # one evaluation storing it needs too
-        if evals and (evals - spare) * each <= 2 * size + evals * size:
+        # in a run's loop, the arrays the run reads anyway cost nothing more
+        again = times * each
+        for r in loops:
+            if r not in reads:
+                reads[r] = _run_reads(runs[r], exprs, kept, arithmetic)
+            again += cost + COST_BYTE * sum(b for a, b in leaves.items() if a not in reads[r])
+        if evals and again <= spare * each + 2 * size + evals * size:
             at[id(v)] = loops, times
             if pointwise_readers:
                 elementwise.add(id(v))
@@ -355,6 +390,11 @@ def index_maps(blk: Block, readers: dict[int, list[Eqn]], outside: Collection[in
         if name == "slice" and id(x) not in fused:
             maps.add(id(v))
             sliced.add(id(v))
+        elif name == "slice" and id(x) in fused and _rows_from(e) and \
+                readers.get(id(v)) and all(is_pointwise(c) or c.op.name in ("concatenate", "pad")
+                                           for c in readers[id(v)]):
+            maps.add(id(v))  # the value's expression, computed at the shifted index
+            sliced.add(id(v))
         elif name == "reshape" and id(x) in maps:
             maps.add(id(v))
             if id(x) in sliced:
@@ -374,6 +414,14 @@ def index_maps(blk: Block, readers: dict[int, list[Eqn]], outside: Collection[in
                 readers.get(id(v)) and all(is_pointwise(c) for c in readers[id(v)]):
             maps.add(id(v))
     return maps
+
+
+def _rows_from(e: Eqn) -> bool:
+    """Whether a slice takes whole rows, from a row on (element ``i`` is its operand's
+    element ``i`` plus a constant)."""
+    start, stride = e.params["start"], e.params["stride"]
+    return all(st == 1 for st in stride) and not any(start[1:]) and \
+        e.outputs[0].type.shape[1:] == e.inputs[0].type.shape[1:]
 
 
 def _along_first_axis(e: Eqn) -> bool:
