@@ -205,8 +205,9 @@ def _library(argv: tuple[str, ...], version: str, cflags: tuple[str, ...], name:
     rpath), compiled with the flags of ``libraries.FLAGS`` added.  The build does not
     wait for the compiler probes: it compiles with every flag asked for, which they
     accept nearly everywhere, and again with those they accept where they reject any."""
+    own = libraries.FLAGS.get(name, ())
     key = cache.key("library", name, source, sorted(headers.items()), argv, version, cflags,
-                    numpy.__version__, sysconfig.get_config_var("EXT_SUFFIX"), _cpu_id())
+                    own, numpy.__version__, sysconfig.get_config_var("EXT_SUFFIX"), _cpu_id())
     soname = f"lib{name}-{key}.so"
 
     def build(out: Path) -> None:
@@ -216,8 +217,8 @@ def _library(argv: tuple[str, ...], version: str, cflags: tuple[str, ...], name:
         python = ["-undefined", "dynamic_lookup"] if platform.system() == "Darwin" else []
 
         def compile_with(flags: Sequence[str]) -> None:
-            _compile([*argv, *flags, "-ffp-contract=fast", *libraries.FLAGS.get(name, ()),
-                      install], python, source, f"lib{name}", headers, out)
+            _compile([*argv, *flags, "-ffp-contract=fast", *own, install], python, source,
+                     f"lib{name}", headers, out)
 
         try:
             compile_with(cflags)
