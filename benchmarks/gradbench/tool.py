@@ -16,6 +16,8 @@ import time
 import traceback
 from typing import IO, Any
 
+from pullback import api as pb_api
+
 from ._entry import Entry
 
 TOOL_NAME = "pullback"
@@ -37,10 +39,19 @@ def _timed(fn: Any, args: Any) -> tuple[Any, int]:
     return out, time.perf_counter_ns() - start
 
 
+def _compiled(fn_args: tuple[Any, Any]) -> Any:
+    """The first call and every native build it left running (tiered execution runs a
+    first call on the interpreter): ``compile`` is the time until native code runs."""
+    fn, args = fn_args
+    out = fn(args)
+    pb_api.finish_builds()
+    return out
+
+
 def evaluate(entry: Entry, raw: Any) -> dict[str, Any]:
     """Run one ``evaluate`` message's function; the response without its id."""
     args = entry.prepare(raw)
-    out, compile_ns = _timed(entry.run, args)
+    out, compile_ns = _timed(_compiled, (entry.run, args))
     timings = [{"name": "compile", "nanoseconds": compile_ns}]
     min_runs = int(raw.get("min_runs", 1)) if entry.runs else 1
     min_ns = float(raw.get("min_seconds", 0.0)) * 1e9 if entry.runs else 0.0
