@@ -36,7 +36,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("frontend",),
     ("transforms",),
     ("passes",),
-    ("backends",),
+    ("backends", "tiered"),
     ("api",),
     ("derivatives",),
     ("random",),

@@ -105,11 +105,13 @@ def _mean_ratio(counts: list[tuple[int, int]]) -> float:
 
 
 def test_gradient_ir_gets_smaller() -> None:
-    """On average a quarter of ``pb.grad``'s equations and a seventh of a pullback's go
-    (0.75 and 0.85 of them are left when this was written).  The function is optimised
-    before it is differentiated, so what is left to remove is what the rules add."""
+    """On average a quarter of ``pb.grad``'s equations and a tenth of a pullback's go
+    (0.75 and 0.90 of them are left when this was written: since the reverse of an
+    element update reads the old value in place and loop index arithmetic is recomputed
+    in the backward, the rules add less to remove).  The function is optimised before it
+    is differentiated, so what is left to remove is what the rules add."""
     grads = [_grad(k) for k in range(len(SCALAR_CASES))]
     pullbacks = [_vjp(k) for k in range(len(AD_CASES))]
     assert _mean_ratio(grads) < 0.8
-    assert _mean_ratio(pullbacks) < 0.9
+    assert _mean_ratio(pullbacks) < 0.92
     assert all(after <= before for before, after in grads + pullbacks)
