@@ -51,6 +51,22 @@ def heat_2d(u, alpha, steps):
     return u, u.sum()
 
 
+@program(lambda rng: (rng.uniform(0.0, 1.0, 24), 0.2, 6),
+         lambda rng: (rng.uniform(0.0, 1.0, 9).astype(np.float32), 0.3, 3),
+         differentiable=(0, 1))
+def heat_scalar_loops(u0, alpha, steps):
+    """The heat stencil as scalar index loops into a fresh buffer per step (reverse mode
+    reads each overwritten element in place: issue 24's 230x case)."""
+    u = u0.copy()
+    n = u.shape[0]
+    for _ in range(steps):
+        new = u.copy()
+        for i in range(1, n - 1):
+            new[i] = u[i] + alpha * (u[i - 1] - 2.0 * u[i] + u[i + 1])
+        u = new
+    return np.sum(u * u)
+
+
 @program(lambda rng: (rng.standard_normal((16, 16)), 0.1),
          lambda rng: (rng.standard_normal((5, 7)).astype(np.float32), 1.0),
          differentiable=(0, 1))
@@ -286,6 +302,24 @@ def mandelbrot_vectorised(re, im, max_iter):
         zr, zi = (np.where(inside, zr * zr - zi * zi + cr, zr),
                   np.where(inside, 2.0 * zr * zi + ci, zi))
     return counts
+
+
+@program(lambda rng: (np.array([0.3, -0.2, 0.1, -2.0]), rng.uniform(-2, 2, (20, 2)),
+                      rng.standard_normal(20)),
+         lambda rng: (np.array([0.1, 0.0, -1.0], np.float32),
+                      rng.uniform(-2, 2, (6, 1)).astype(np.float32),
+                      rng.standard_normal(6).astype(np.float32)),
+         differentiable=(0,))
+def gp_negative_log_likelihood(theta, x, y):
+    """A Gaussian process's NLL as scikit-learn computes it: RBF kernel, Cholesky, two
+    triangular solves (reverse mode: the blocked Cholesky adjoint)."""
+    n, d = x.shape
+    z = x / np.exp(theta[:d])
+    sq = np.sum(z * z, axis=1)
+    k = np.exp(theta[d]) * np.exp(z @ z.T - 0.5 * sq[:, None] - 0.5 * sq)
+    low = np.linalg.cholesky(k + np.exp(theta[d + 1]) * np.eye(n))
+    alpha = np.linalg.solve(low.T, np.linalg.solve(low, y))
+    return 0.5 * y @ alpha + np.sum(np.log(np.diag(low)))
 
 
 @program(lambda rng: (_spd(rng, 5), rng.standard_normal(5)),
