@@ -1,12 +1,18 @@
-"""pullback: a differentiable-programming compiler for Python + NumPy."""
+"""pullback: a differentiable-programming compiler for Python + NumPy.
+
+The subpackages ``nn`` (layers, initialisers, losses as pytrees), ``optim``
+(optimisers as pure functions of pytrees), ``random`` (key-based random numbers,
+compiled or not) and ``train`` (batches, progress, metrics, save/load) are imported when
+first used (``pb.nn``): a program that only jits pays nothing for them at import."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
 
 __version__ = "0.1.0"  # the one place it is written: pyproject.toml reads it from here
 
-from . import nn as nn  # pb.nn: layers, initialisers, losses as pytrees
 from . import ops as _ops  # noqa: F401  (registers the primitives)
-from . import optim as optim  # pb.optim: optimisers as pure functions of pytrees
-from . import random as random  # pb.random: key-based random numbers, compiled or not
-from . import train as train  # pb.train: batches, progress, metrics, save/load
 from .api import jit, make_ir
 from .batching import vmap
 from .derivatives import (
@@ -42,6 +48,20 @@ from .tree import (
     tree_structure,
     tree_unflatten,
 )
+
+_SUBPACKAGES = ("nn", "optim", "random", "train")
+
+
+def __getattr__(name: str) -> Any:
+    """``pb.nn``, ``pb.optim``, ``pb.random``, ``pb.train``, imported on first use."""
+    if name in _SUBPACKAGES:
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_SUBPACKAGES})
+
 
 __all__ = [
     "CompileError", "ConcretizationError", "InternalError", "ShapeError", "TreeDef",

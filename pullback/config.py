@@ -86,6 +86,11 @@ def dumps(what: str) -> bool:
     return what in _text("PULLBACK_DUMP").split(",")
 
 
+def dumping() -> bool:
+    """Whether ``PULLBACK_DUMP`` asks to print anything."""
+    return bool(_text("PULLBACK_DUMP"))
+
+
 def verifying() -> bool:
     """Whether ``PULLBACK_VERIFY`` asks for the verifier (any value but empty and 0)."""
     return _on("PULLBACK_VERIFY", False)

@@ -7,7 +7,11 @@ function ``call(args, form)`` (``call/convention.py``), which checks and reads N
 arguments in place and makes NumPy results; built with the system compiler (cached on
 disk).  It returns a callable with the interpreter's calling convention (``Compiled``):
 NumPy arguments in, a list of NumPy results out, faults raised as the Python exception
-plain execution raises.
+plain execution raises.  A function built before, in this process or another, is found
+through the cache's index (``call/index.py``) without running the stages: they, and the
+loop IR, are imported when a function misses (``pipeline``, ``Source``, ``Unsupported``
+load on first use), so that a cache hit in a new process costs no more than loading its
+module.
 
 Threads: OpenMP loops and OpenBLAS's own threads take turns on the same cores, and how
 idle OpenMP threads wait is read once, when the first compiled module loads OpenMP;
@@ -20,15 +24,18 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from ...ir.core import Func
-from . import pipeline
 from .build.compiler import NoCompilerError, start_libraries, warn_no_compiler_once
 from .build.libraries import HEADERS, linked_by_all
+from .call import index
 from .call.compiled import Compiled
 from .call.fast import FastEntry, fast_entry
-from .emit.source import Source
-from .loops.ir import Unsupported
+
+if TYPE_CHECKING:
+    from .emit.source import Source
+    from .loops.ir import Unsupported
 
 __all__ = ["Compiled", "FastEntry", "NoCompilerError", "Source", "Unsupported",
            "compile_func", "fast_entry", "source_of", "warn_no_compiler_once"]
@@ -36,19 +43,46 @@ __all__ = ["Compiled", "FastEntry", "NoCompilerError", "Source", "Unsupported",
 
 def source_of(func: Func, donated: Mapping[int, int] | None = None) -> Source:
     """The C source of ``func``'s extension module: the pipeline up to stage ``c``."""
+    from . import pipeline
+
     return pipeline.run(func, until="c", donated=donated)
 
 
 def compile_func(func: Func, donated: Mapping[int, int] | None = None) -> Compiled:
     """Native code for ``func``; raises ``Unsupported`` for what the backend lacks.
     ``donated``: the array parameters callers hand over, each with the result of its
-    type it may be updated into in place (``pb.jit(..., donate_argnums=)``).  The first
-    compile on a machine starts the compiler probes and the glue library every module
-    links before its own stages, which then run beside them."""
+    type it may be updated into in place (``pb.jit(..., donate_argnums=)``).  A function
+    the cache's index knows loads its module without running the stages (``call/
+    index.py``).  The first compile on a machine starts the compiler probes and the glue
+    library every module links before its own stages, which then run beside them."""
+    donated = dict(donated or {})
+    key = index.key(func, donated) if index.used() else None
+    if key is not None:
+        found = index.load(key, func, lambda: source_of(func, donated).text)
+        if found is not None:
+            return found
+    from . import pipeline
+
     _start_once()
-    return pipeline.run(func, donated=donated)
+    compiled = pipeline.run(func, donated=donated)
+    if key is not None:
+        index.record(key, compiled)
+    return compiled
 
 
 @functools.cache
 def _start_once() -> None:
     start_libraries(linked_by_all(), HEADERS)
+
+
+def __getattr__(name: str) -> Any:
+    """The stages' names, imported when asked (a cache hit needs none of them)."""
+    if name == "Source":
+        from .emit.source import Source
+
+        return Source
+    if name == "Unsupported":
+        from .loops.ir import Unsupported
+
+        return Unsupported
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

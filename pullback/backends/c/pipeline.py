@@ -39,7 +39,7 @@ from ...ir.verify import verify
 from .build.compiler import build_module
 from .build.libraries import HEADERS, needed
 from .build.long_builds import check_size, reported
-from .call.compiled import Compiled
+from .call.compiled import Compiled, Printed, Site
 from .emit.source import Source, module_source
 from .loops.ir import Unsupported
 from .loops.passes import run_loop_passes
@@ -102,7 +102,8 @@ def build(entry: Entry, src: Source) -> Compiled:
     lines = src.text.count("\n") + 1
     with reported(f"compiling {entry.func.name} ({lines} lines of C)"):
         built = build_module(src.text, src.name, headers=HEADERS, libraries=needed(src.text))
-    return Compiled(entry.func, built, src.checks, src.prints, src.text)
+    return Compiled(entry.func, built, [Site.of(e) for e in src.checks],
+                    [Printed.of(e) for e in src.prints], src.text)
 
 
 def describe_plan(planned: Planned) -> str:

@@ -34,9 +34,9 @@ import importlib.machinery
 import importlib.util
 import json
 import os
+import platform
 import re
 import shutil
-import socket
 import sys
 import tempfile
 import threading
@@ -57,7 +57,7 @@ _DIGEST = 64  # hex characters of a SHA-256 digest, and of a key
 _TRAILER = len(_MAGIC) + 2 * _DIGEST
 
 #: Temporary names: ``.tmp-<pid>-<host>-<what>...``.
-_HOST = hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]
+_HOST = hashlib.sha256(platform.node().encode()).hexdigest()[:8]  # (socket: 9 ms to import)
 _TEMP_NAME = re.compile(r"\.tmp-(\d+)-([0-9a-f]{8})-")
 
 _modules: dict[str, ModuleType] = {}
@@ -140,17 +140,49 @@ def load(key: str, module_name: str, build: Callable[[Path], None]) -> ModuleTyp
         return module
 
 
+def loaded(key: str, module_name: str) -> ModuleType | None:
+    """The extension module for key already loaded in this process, else the intact
+    cache entry's, else None: nothing is built (a damaged entry is left for ``load``)."""
+    with _lock:
+        module = _modules.get(key)
+        if module is None:
+            path = existing(key, f"{module_name}.so")
+            if path is None:
+                return None
+            module = _modules[key] = _import(path, module_name)
+        return module
+
+
 def entry(key: str, name: str, build: Callable[[Path], None]) -> Path:
     """The intact cache file for key (``<stem>-<key><suffix>`` of name), (re)built first by
     build(path) when it is absent or damaged."""
     path = _path(key, name)
-    problem = _problem(path, key)
-    if problem is not None:
-        if problem != _MISSING:
-            warnings.warn(f"pullback: the cache entry {path} is damaged ({problem}); "
-                          "rebuilding it", RuntimeWarning, stacklevel=2)
+    if not _intact(path, key):
         _store(path, key, build)
     return path
+
+
+def read(key: str, name: str) -> bytes | None:
+    """What was written to the intact cache file for key (as ``entry`` names it), or
+    None when there is none or it is damaged (said, as ``entry`` says it; ``write``
+    replaces it)."""
+    path = _path(key, name)
+    return payload(path) if _intact(path, key) else None
+
+
+def write(key: str, name: str, data: bytes) -> None:
+    """Make data the cache file for key (as ``entry`` names it), replacing any."""
+    _store(_path(key, name), key, lambda out: out.write_bytes(data))
+
+
+def _intact(path: Path, key: str) -> bool:
+    """Whether the entry at path for key is intact; a damaged one is said (with where
+    the caller was called from), a missing one is not."""
+    problem = _problem(path, key)
+    if problem is not None and problem != _MISSING:
+        warnings.warn(f"pullback: the cache entry {path} is damaged ({problem}); "
+                      "rebuilding it", RuntimeWarning, stacklevel=3)
+    return problem is None
 
 
 def path(key: str, name: str) -> Path:
@@ -162,6 +194,13 @@ def existing(key: str, name: str) -> Path | None:
     """The intact cache file for key (as ``entry`` names it), or None: nothing is built."""
     path = _path(key, name)
     return path if _problem(path, key) is None else None
+
+
+def named(path: Path) -> tuple[str, str]:
+    """The key and name (as ``entry`` takes them) of the cache file at path."""
+    stem, dot, suffix = path.name.partition(".")
+    stem, _, key = stem.rpartition("-")
+    return key, f"{stem}{dot}{suffix}"
 
 
 def payload(path: Path) -> bytes:
