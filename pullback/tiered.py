@@ -4,12 +4,14 @@ calls after it wait for the build if it has not finished and run natively.  So o
 first call runs on the interpreter (timing loops time native code from their second
 call), and a program that calls once and goes on to other work does not wait at all.
 
-Why: a native build takes from a third of a second (a cache hit still runs the C
-backend's stages to find its key) to seconds (a C compiler process), while the
-interpreter runs a small function in milliseconds.  Only what ``interp.estimate`` says
-runs within ``BUDGET_S`` there is tiered: a scalar loop of 1e5 iterations would take
-far longer on the interpreter than compiling it, and is compiled before its first call
-as before (as is anything with a ``while`` loop or run-time loop bounds).
+Why: a native build takes from tens of milliseconds (a cache hit: the module found
+through the cache's index, ``backends/c/call/index.py``, and loaded) through a few
+tenths of a second (the C backend's stages, where only its module is cached) to seconds
+(a C compiler process), while the interpreter runs a small function in milliseconds.
+Only what ``interp.estimate`` says runs within ``BUDGET_S`` there is tiered: a scalar
+loop of 1e5 iterations would take far longer on the interpreter than compiling it, and
+is compiled before its first call as before (as is anything with a ``while`` loop or
+run-time loop bounds).
 
 The build starts when the first call has run (it does not compete with that call for
 the interpreter lock) and runs on a thread that is not a daemon: a process ending while

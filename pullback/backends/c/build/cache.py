@@ -1,14 +1,16 @@
 """The on-disk cache of compiled extension modules, so a program compiles once per machine
-(and of the compiler probes' answers, so a process does not probe again).
+(and of the compiler probes' answers, so a process does not probe again, and of the
+index that finds a function's module without its C text: ``call/index.py``).
 
-An entry is one file, ``<dir>/<module>-<key>.so`` (likewise ``probes-<key>.json``): what
-the build wrote, then a trailer naming the entry's key and holding the SHA-256 digest of
-the bytes before it.  Nothing is used unless its trailer names the key it is looked up by
-and its digest matches, and a shared object must also start with a shared-object header
-of this machine: a truncated or damaged file (a killed process, a full disk), another
-entry's file in its place, or a file a bad ``$PULLBACK_CC`` wrote is rebuilt (with a
-warning when it was there), never loaded: loading one crashes the process (SIGBUS,
-SIGILL).  Nothing written beside an entry is trusted.
+An entry is one file, ``<dir>/<module>-<key>.so`` (likewise ``probes-<key>.json``,
+``index-<key>.json``): what the build wrote, then a trailer naming the entry's key and
+holding the SHA-256 digest of the bytes before it.  Nothing is used unless its trailer
+names the key it is looked up by and its digest matches, and a shared object must also
+start with a shared-object header of this machine: a truncated or damaged file (a
+killed process, a full disk), another entry's file in its place, or a file a bad
+``$PULLBACK_CC`` wrote is rebuilt (with a warning when it was there), never loaded:
+loading one crashes the process (SIGBUS, SIGILL).  Nothing written beside an entry is
+trusted.
 
 Entries are written under temporary names in the same directory and renamed into place,
 so a reader never sees half a file and processes that build the same entry at once all
