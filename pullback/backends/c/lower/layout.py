@@ -154,9 +154,13 @@ def op_rev(lw: Lowering, eqn: Eqn) -> None:
 @handles("iota")
 def op_iota(lw: Lowering, eqn: Eqn) -> None:
     (out,) = eqn.outputs
+    dim, ct = eqn.params["dim"], ctype(out.type.dtype)
+    if id(out) in lw.plan.fusible:  # its readers' loops count along the axis
+        lw.fused.broadcasts.add(id(out))
+        lw.fused.exprs[id(out)] = lambda i: Cast(ct, lw.axis_index(out, dim, i))
+        return
     lw.define(out)
-    dim, dest, shape = eqn.params["dim"], lw.vars[id(out)], out.type.shape
-    ct = ctype(out.type.dtype)
+    dest, shape = lw.vars[id(out)], out.type.shape
     if shape == ():
         lw.add(Set(Sym(dest), Int(0)))
         return

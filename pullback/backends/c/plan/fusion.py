@@ -65,6 +65,13 @@ def is_broadcast(eqn: Eqn) -> bool:
     return eqn.op.name == "broadcast_in_dim" and eqn.inputs[0].type.shape != ()
 
 
+def is_iota(eqn: Eqn) -> bool:
+    """An array of each element's index along an axis (an ``np.eye`` or triangle mask
+    compares two): fused, like a broadcast, into the pointwise kernels that read it, whose
+    loops have the axis indices at hand."""
+    return eqn.op.name == "iota" and eqn.outputs[0].type.shape != ()
+
+
 def through_transpose(dot: Eqn, side: int, perm: Sequence[int]
                       ) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
     """The contracted and batch axes of ``dot``'s operand ``side`` renumbered to read the
@@ -214,7 +221,7 @@ SHIFTED_MAX = 8
 RECOMPUTE_MAX = 64
 _ARITH = {"neg", "abs", "sign", "floor", "ceil", "round", "trunc", "not", "add", "sub",
           "mul", "max", "min", "and", "or", "xor", "eq", "ne", "lt", "le", "gt", "ge",
-          "select", "convert", "stop_gradient", "broadcast_in_dim"}
+          "select", "convert", "stop_gradient", "broadcast_in_dim", "iota"}
 
 
 def _op_cost(eqn: Eqn) -> int:
@@ -234,9 +241,13 @@ def _expressions(blk: Block, kept: set[int]) -> dict[int, tuple[int, dict[int, i
     parts: dict[int, tuple[dict[int, int], dict[int, int]]] = {}  # equations, leaves
     for e in blk.eqns:
         v = e.outputs[0] if e.outputs else None
-        if v is None or not (is_pointwise(e) or is_broadcast(e)) or v.type.shape == ():
+        if v is None or not (is_pointwise(e) or is_broadcast(e) or is_iota(e)) or \
+                v.type.shape == ():
             continue
         ops, leaves = {id(e): _op_cost(e)}, {}
+        if is_iota(e):  # its element is its index along an axis: it reads nothing
+            parts[id(v)] = ops, {}
+            continue
         if is_broadcast(e):  # its operand is kept, and read again from cache
             parts[id(v)] = ops, {id(e.inputs[0]): 0}
             continue
@@ -322,7 +333,7 @@ def fused_values(blk: Block, runs: dict[int, list[Eqn]], stored: Collection[int]
         pointwise_readers = all((is_pointwise(c) or c.op.name in REDUCE) and (
             id(c.outputs[0]) not in at or id(c.outputs[0]) in elementwise)
             for c in readers.get(id(v), []))
-        if is_broadcast(e) and not pointwise_readers:
+        if (is_broadcast(e) or is_iota(e)) and not pointwise_readers:
             continue
         own = run_of.get(id(e))
         loops, times = set(), 0
