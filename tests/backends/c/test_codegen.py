@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import pullback as pb
-from pullback.backends.c.loops.ir import PARALLEL_MIN
+from pullback.backends.c.build.threads import parallel_min
 
 
 def _native(fn, *args):
@@ -56,7 +56,7 @@ def test_long_loops_run_on_threads_and_agree():
     def f(x):
         return np.sum(np.log1p(x * x)), np.cos(x) * x
 
-    x = np.linspace(-2, 2, PARALLEL_MIN * 2, dtype=np.float32)
+    x = np.linspace(-2, 2, parallel_min() * 2, dtype=np.float32)
     (total, y), source = _native(f, x)
     assert "#pragma omp parallel for" in source
     assert total == pytest.approx(f(x)[0], rel=1e-5)

@@ -12,7 +12,7 @@ import pytest
 
 import pullback as pb
 from pullback.backends.c.build import compiler
-from pullback.backends.c.loops.ir import PARALLEL_MIN
+from pullback.backends.c.build.threads import parallel_min
 
 pytestmark = pytest.mark.skipif(not compiler.have_compiler(), reason="no C compiler")
 
@@ -179,7 +179,7 @@ def extremes(x):
     return np.max(y), np.min(y), np.sum(y), np.max(x), np.min(x + 1.0)
 
 
-@pytest.mark.parametrize("n", [7, PARALLEL_MIN * 2])
+@pytest.mark.parametrize("n", [7, parallel_min() * 2])
 @pytest.mark.parametrize("where", ["first", "middle", "last", "all", "none"])
 def test_max_and_min_in_a_run_keep_nan(n, where):
     x = np.linspace(-3.0, 3.0, n)
@@ -191,11 +191,12 @@ def test_max_and_min_in_a_run_keep_nan(n, where):
     assert len(_loops(source, n)) == 1
     with np.errstate(invalid="ignore"):
         want = extremes(x)
-    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-9)  # NaN where NumPy has
+    # NaN where NumPy has; the sums of n terms differ by rounding in another order
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=max(1e-9, 1e-13 * n))
 
 
 def test_max_and_min_of_infinities():
-    for x in (np.full(PARALLEL_MIN * 2, -np.inf), np.full(5, np.inf)):
+    for x in (np.full(parallel_min() * 2, -np.inf), np.full(5, np.inf)):
         got, _ = _native(extremes, x)
         with np.errstate(invalid="ignore"):
             np.testing.assert_equal(got, extremes(x))

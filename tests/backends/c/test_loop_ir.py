@@ -11,6 +11,7 @@ import pytest
 import pullback as pb
 from pullback.backends import c
 from pullback.backends.c.build import compiler
+from pullback.backends.c.build.threads import parallel_min
 from pullback.backends.c.loops.ir import (
     Alloc,
     Break,
@@ -63,7 +64,7 @@ def test_a_gradient_is_one_kernel_storing_only_its_result():
 
 
 def test_a_reduction_and_its_producers_are_one_kernel_with_an_accumulator():
-    x = RNG.standard_normal(70_000)
+    x = RNG.standard_normal(max(70_000, parallel_min()))  # on threads
     module, text, jitted = _loops(lambda x: np.sum(0.5 * x * x + 3 * x), x)
     (kernel,) = [s for s in _stmts(module) if isinstance(s, Loop) and s.pragma]
     assert kernel.fused[-1] == "reduce_sum" and kernel.pragma == "parallel simd"
@@ -73,12 +74,13 @@ def test_a_reduction_and_its_producers_are_one_kernel_with_an_accumulator():
 
 def test_a_float32_sum_adds_blocks_in_float32_and_blocks_in_double():
     """No conversion per element, and as accurate as NumPy's pairwise float32 sum."""
-    x = (RNG.standard_normal(70_001) + 0.25).astype(np.float32)
+    n = max(70_001, parallel_min() + 1)  # the blocks on threads
+    x = (RNG.standard_normal(n) + 0.25).astype(np.float32)
     module, text, jitted = _loops(lambda x: np.sum(0.5 * x * x + 3 * x), x)
     outer, inner = [s for s in _stmts(module) if isinstance(s, Loop) and s.pragma]
     assert outer.pragma == "parallel" and outer.step == SUM_BLOCK and inner in outer.body
     assert inner.pragma == "simd" and inner.fused[-1] == "reduce_sum"
-    assert "f32 = 0.0" in text and f"range(pb_block_start(p0, {SUM_BLOCK}), 70001" in text
+    assert "f32 = 0.0" in text and f"range(pb_block_start(p0, {SUM_BLOCK}), {n}" in text
     x64 = x.astype(np.float64)
     want = np.sum(0.5 * x64 * x64 + 3 * x64)
     numpy_error = abs(np.sum(0.5 * x * x + 3 * x, dtype=np.float32) - want)

@@ -10,6 +10,7 @@ import pytest
 import pullback as pb
 from pullback.backends import c
 from pullback.backends.c.build import compiler
+from pullback.backends.c.build.threads import parallel_min
 from pullback.backends.c.loops.ir import Alloc, Loop, walk
 
 pytestmark = pytest.mark.skipif(not compiler.have_compiler(), reason="no C compiler")
@@ -41,7 +42,7 @@ def test_a_row_reduction_of_broadcasts_stores_no_broadcast(n):
     assert len(big) == 1  # the product's result; neither broadcast
     rows = [s for s in stmts if isinstance(s, Loop) and any(
         isinstance(t, Loop) and "reduction(min" in " ".join(t.reductions) for t in s.body)]
-    assert [s.pragma for s in rows] == ["parallel" if n * 40 >= 1 << 16 else ""]
+    assert [s.pragma for s in rows] == ["parallel" if n * 40 >= parallel_min() else ""]
     got = pb.jit(kmeans_cost, backend="c")(points, centroids)
     want = np.sum(np.min(((points[:, None, :] - centroids[None]) ** 2).sum(-1), axis=1))
     np.testing.assert_allclose(got, want, rtol=1e-10)

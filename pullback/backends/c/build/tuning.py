@@ -12,6 +12,12 @@ GEMM (``gemm_choice``)
     shapes ``GEMM_SHAPES``; the packed kernels compute the large float products only
     where they are faster overall.  They are built only where the CPU has AVX-512
     (``runtime.h``): elsewhere OpenBLAS computes them and nothing is measured.
+Parallel loops (``parallel_min``)
+    The length from which a loop runs on every thread: an elementwise loop, timed on one
+    thread and on all of them (a parallel region per loop, as compiled kernels run) at
+    the lengths ``PARALLEL_SIZES``; the shortest from which threads win at every longer
+    length.  Measured per thread count and OpenMP wait setting (waking sleeping threads
+    costs microseconds); with one thread nothing is measured.
 
 A choice is taken only when it beats the default by ``MARGIN``: timings on a busy
 machine vary by a few percent.  ``python -m pullback.backends.c.build.tune`` measures
@@ -23,6 +29,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import os
 import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -78,6 +85,107 @@ int main(void) {
     return 0;
 }
 """
+
+
+#: The loop lengths timed for ``parallel_min``; beyond the last, loops always use threads
+#: where they won there, and never use them where they lost at every length.
+PARALLEL_SIZES = tuple(1 << k for k in range(10, 21))
+
+_PARALLEL_PROGRAM = r"""
+#include <stdio.h>
+#include <time.h>
+#define WORK MAX /* elements per timing: many loops over short lengths */
+static float x[MAX], y[MAX];
+
+static double now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1e9 + t.tv_nsec;
+}
+
+static void serial(int n) {
+    #pragma omp simd
+    for (int i = 0; i < n; i++) y[i] = y[i] * 0.5f + x[i];
+}
+
+static void parallel(int n) {
+    #pragma omp parallel for simd
+    for (int i = 0; i < n; i++) y[i] = y[i] * 0.5f + x[i];
+}
+
+static double per_loop(void (*run)(int), int n) {
+    const int loops = WORK / n;
+    const double t = now();
+    for (int k = 0; k < loops; k++) run(n);
+    return (now() - t) / loops;
+}
+
+int main(void) {
+    double best[2][32];
+    int count = 0;
+    for (int i = 0; i < MAX; i++) x[i] = (float)(i % 1000);
+    parallel(MAX); /* start the threads */
+    for (int n = MIN; n <= MAX; n <<= 1, count++) best[0][count] = best[1][count] = 1e30;
+    for (int round = 0; round < 5; round++) /* in turns: slow spells hit both */
+        for (int n = MIN, j = 0; n <= MAX; n <<= 1, j++)
+            for (int p = 0; p < 2; p++) {
+                const double t = per_loop(p ? parallel : serial, n);
+                if (t < best[p][j]) best[p][j] = t;
+            }
+    for (int n = MIN, j = 0; n <= MAX; n <<= 1, j++)
+        printf("%d %.1f %.1f\n", n, best[0][j], best[1][j]);
+    return y[3] == 1234.5f; /* y is used */
+}
+"""
+
+
+def choose_parallel(seconds: Mapping[int, Mapping[str, float]], fallback: int) -> int:
+    """The shortest length from which the parallel loop beats the serial one by MARGIN
+    at every longer length measured; twice the longest when it never does (``fallback``
+    when nothing was measured)."""
+    if not seconds:
+        return fallback
+    least = 2 * max(seconds)
+    for n in sorted(seconds, reverse=True):
+        if seconds[n]["parallel"] >= (1 - MARGIN) * seconds[n]["serial"]:
+            break
+        least = n
+    return least
+
+
+def parallel_min(argv: Sequence[str], flags: Sequence[str], cpu_id: str, threads: int,
+                 fallback: int) -> int:
+    """The loop length from which loops run on ``threads`` threads (measured once per
+    compiler, CPU, thread count and OpenMP wait setting); ``fallback`` for one thread."""
+    if threads < 2:
+        return fallback
+    waits = [os.environ.get(v, "") for v in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")]
+    record = measured("parallel", [list(argv), list(flags), cpu_id, threads, *waits],
+                      lambda: measure_parallel(argv, flags, threads, fallback))
+    return int(record["choice"])
+
+
+def measure_parallel(argv: Sequence[str], flags: Sequence[str], threads: int,
+                     fallback: int) -> dict:
+    """Build and run the loop program on ``threads`` threads; the choice and the
+    nanoseconds of a loop per length, serial and parallel."""
+    wanted = [f for f in flags if f.startswith(("-march", "-fopenmp", "-O"))]
+    seconds: dict[int, dict[str, float]] = {}
+    with cache.scratch("tuning") as tmp:
+        (tmp / "loops.c").write_text(_PARALLEL_PROGRAM)
+        built = subprocess.run(
+            [*argv, "-std=c11", *wanted, f"-DMIN={PARALLEL_SIZES[0]}",
+             f"-DMAX={PARALLEL_SIZES[-1]}", "loops.c", "-o",
+             "loops"], cwd=tmp, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        if built.returncode == 0:
+            out = subprocess.run([str(tmp / "loops")], capture_output=True, text=True,
+                                 env={**os.environ, "OMP_NUM_THREADS": str(threads)})
+            if out.returncode == 0:
+                for line in out.stdout.splitlines():
+                    n, serial, parallel = line.split()
+                    seconds[int(n)] = {"serial": float(serial) * 1e-9,
+                                       "parallel": float(parallel) * 1e-9}
+    return {"choice": choose_parallel(seconds, fallback), "seconds": seconds}
 
 
 def has_avx512(cpu_id: str) -> bool:

@@ -8,6 +8,10 @@ The glue library sets the thread count on each thread that calls (OpenMP keeps i
 thread), and runs the loops of a forked child's thread alone when that thread had run
 calls before the fork: libgomp's threads do not survive fork, and waiting for them
 hung the child.
+
+OpenBLAS's threaded routines run their jobs on the calling thread's OpenMP team (the
+glue's ``pb_blas_jobs``, set as OpenBLAS's thread callback before any module calls it):
+one pool of threads for loops and products, never two spinning against each other.
 """
 
 from __future__ import annotations
@@ -19,8 +23,8 @@ from typing import Any
 
 from .... import config
 from ..build import compiler as build
+from ..build.threads import THREADS_ENV
 
-THREADS_ENV = "PULLBACK_NUM_THREADS"
 KEEP_ENV = "PULLBACK_KEEP_MB"
 #: Threads per CPU beyond which PULLBACK_NUM_THREADS is lowered: libgomp starts a team
 #: from the calling thread's stack, which 65536 threads overflowed (a segfault).
@@ -56,14 +60,29 @@ def apply(module: Any) -> None:
     """Hand the settings to the glue library (through any module) and to OpenBLAS."""
     threads = num_threads()
     module.set_limits(threads, keep_bytes())
+    _blas_on_openmp(module.blas_jobs())
     if threads:
         _blas_threads(threads)
 
 
 @functools.cache
-def _blas_threads(threads: int) -> None:
-    """Set OpenBLAS's thread count (once: it is one for the process)."""
+def _openblas() -> Any:
     import ctypes
 
-    library = ctypes.CDLL(str(build.openblas_library()))
-    getattr(library, f"{build.BLAS_PREFIX}openblas_set_num_threads")(threads)
+    return ctypes.CDLL(str(build.openblas_library()))
+
+
+@functools.cache
+def _blas_on_openmp(callback: int) -> None:
+    """Make the glue's ``callback`` OpenBLAS's thread callback (once: one per process)."""
+    import ctypes
+
+    setter = getattr(_openblas(), f"{build.BLAS_PREFIX}openblas_set_threads_callback_function")
+    setter.argtypes = [ctypes.c_void_p]
+    setter(callback)
+
+
+@functools.cache
+def _blas_threads(threads: int) -> None:
+    """Set OpenBLAS's thread count (once: it is one for the process)."""
+    getattr(_openblas(), f"{build.BLAS_PREFIX}openblas_set_num_threads")(threads)

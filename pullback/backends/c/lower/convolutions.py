@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING
 
 from ....ir.core import Eqn
 from ....ops.conv import dilated
+from ..build.threads import parallel_min
 from ..loops.ir import (
-    PARALLEL_MIN,
     Bin,
     Cast,
     Const,
@@ -103,7 +103,7 @@ def _as_product(lw: Lowering, eqn: Eqn, rows: int, depth: int) -> None:
             lw.add(Skip(skip))
         lw.add(Set(dest, Load(x, linear(lhs.type.shape, [idx[0], ci, *at]))))
 
-    lw.nd_loop(col_shape, fill, pragma="parallel" if rows * depth >= PARALLEL_MIN else "")
+    lw.nd_loop(col_shape, fill, pragma="parallel" if rows * depth >= parallel_min() else "")
     prod = lw.scratch(ct, rows * o)
     work = rows * o * depth
     lw.add(Gemm(dt, 1, rows, o, depth, cols, False, k, True, prod,
@@ -118,7 +118,7 @@ def _as_product(lw: Lowering, eqn: Eqn, rows: int, depth: int) -> None:
                    Load(prod, (ni * positions + yi) * o + oi)))
 
     lw.nd_loop((n, o, positions), back,
-               pragma="parallel" if out.type.size >= PARALLEL_MIN else "")
+               pragma="parallel" if out.type.size >= parallel_min() else "")
 
 
 def _direct(lw: Lowering, eqn: Eqn) -> None:

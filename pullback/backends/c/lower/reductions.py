@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 
 from ....ir.core import Eqn
 from ....ir.types import float64
+from ..build.threads import parallel_min
 from ..loops.ir import (
-    PARALLEL_MIN,
     Bin,
     Cast,
     Cond,
@@ -122,7 +122,7 @@ def op_reduce(lw: Lowering, eqn: Eqn) -> None:
     lw.nd_loop([x.type.shape[k] for k in kept], outer)
     rows = lw.out[start] if kept else None
     # rows of a long reduction on every thread, where nothing in them jumps out
-    if isinstance(rows, Loop) and x.type.size >= PARALLEL_MIN and \
+    if isinstance(rows, Loop) and x.type.size >= parallel_min() and \
             out.type.size > 1 and all(isinstance(t, (Loop, Decl, Set))
                                       for t in walk(rows.body)):
         rows.pragma = "parallel"

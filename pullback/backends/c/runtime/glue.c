@@ -137,6 +137,63 @@ static void pb_after_fork_in_child(void) {
     pb_forked_here |= pb_ran_here;
 }
 
+/* -- OpenBLAS's threads -------------------------------------------------------------- */
+
+/* OpenBLAS runs a threaded routine as `count` jobs that wait for each other's packed
+ * panels, so all must run at once.  Its own threads (pthreads) would be a second pool on
+ * the cores OpenMP's threads share, each spinning while the other works (idle OpenMP
+ * threads spin unless OMP_WAIT_POLICY=PASSIVE reached the OpenMP runtime before it
+ * started, as it does not where torch loaded it first: a CNN training step on two
+ * threads took 4 to 7 times its time alone).  pb_blas_jobs, OpenBLAS's thread callback
+ * (limits.py sets it), runs the jobs on the calling thread's OpenMP team instead: one
+ * pool.  Where that team cannot be `count` threads (inside a parallel region, in a forked
+ * child's thread, a dynamic or limited team), each job beyond the first gets a thread of
+ * its own.  OpenBLAS gives every call the same per-job buffers: one call at a time. */
+typedef void (*pb_blas_job)(int thread, void *job, int data);
+typedef struct {
+    pb_blas_job run;
+    void *job;
+    int index, data;
+} pb_blas_task;
+
+static pthread_mutex_t pb_blas_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void *pb_blas_task_main(void *p) {
+    const pb_blas_task *t = p;
+    t->run(t->index, t->job, t->data);
+    return NULL;
+}
+
+static void pb_blas_jobs(int sync, pb_blas_job run, int count, size_t size, void *jobs,
+                         int data) {
+    (void)sync; /* OpenBLAS waits for the jobs: they are done when this returns */
+    pthread_mutex_lock(&pb_blas_lock);
+#ifdef _OPENMP
+    if (!pb_forked_here && !omp_in_parallel() && !omp_get_dynamic() &&
+        count <= omp_get_thread_limit()) {
+#pragma omp parallel num_threads(count)
+        run(omp_get_thread_num(), (char *)jobs + (size_t)omp_get_thread_num() * size, data);
+        pthread_mutex_unlock(&pb_blas_lock);
+        return;
+    }
+#endif
+    pb_blas_task tasks[count];
+    pthread_t threads[count];
+    int started[count];
+    for (int i = 0; i < count; i++) {
+        tasks[i] = (pb_blas_task){run, (char *)jobs + (size_t)i * size, i, data};
+        /* a job without a thread runs here after the first: it may wait forever for a
+           job after it, but only where no thread can be made at all */
+        started[i] = i > 0 && pthread_create(&threads[i], NULL, pb_blas_task_main,
+                                             &tasks[i]) == 0;
+    }
+    for (int i = 0; i < count; i++)
+        if (!started[i]) pb_blas_task_main(&tasks[i]);
+    for (int i = 1; i < count; i++)
+        if (started[i]) pthread_join(threads[i], NULL);
+    pthread_mutex_unlock(&pb_blas_lock);
+}
+
 /* NumPy's C API for this library, the handler's capsule and the fork handlers (once
  * per process). */
 static int pb_glue_init(void) {
@@ -588,6 +645,12 @@ static PyObject *pb_release(PyObject *self, PyObject *unused) {
     Py_RETURN_NONE;
 }
 
+/* blas_jobs(): the address of pb_blas_jobs, for openblas_set_threads_callback_function. */
+static PyObject *pb_blas_jobs_address(PyObject *self, PyObject *unused) {
+    (void)self, (void)unused;
+    return PyLong_FromVoidPtr((void *)pb_blas_jobs);
+}
+
 /* Raise the fault the context records, as the exception the module's hook builds. */
 static void pb_raise(const pb_state *st, const pb_ctx *ctx) {
     PyObject *fv = PyTuple_New(ctx->n_values), *iv = PyTuple_New(ctx->n_values);
@@ -726,6 +789,8 @@ static PyMethodDef pb_methods[] = {
     {"set_limits", pb_set_limits, METH_VARARGS,
      "set_limits(threads, keep): thread count (0: default), bytes idle pools keep"},
     {"release", pb_release, METH_NOARGS, "release(): free the memory kept for the next call"},
+    {"blas_jobs", pb_blas_jobs_address, METH_NOARGS,
+     "blas_jobs(): the address of OpenBLAS's thread callback (pb_blas_jobs)"},
     {NULL, NULL, 0, NULL}};
 
 void *pb_module_new(const char *name, const pb_entry *entry) {

@@ -1,0 +1,39 @@
+"""How many threads compiled code runs on, and the loop length from which a loop is
+worth running on all of them (``#pragma omp parallel``): measured once on this machine
+for that many threads (``tuning.parallel_min``), else ``PARALLEL_MIN`` (no compiler,
+one thread)."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+
+from .... import config
+from ..loops.ir import PARALLEL_MIN
+from . import compiler, tuning
+
+THREADS_ENV = "PULLBACK_NUM_THREADS"
+
+
+def team_size() -> int:
+    """The threads a parallel loop runs on: PULLBACK_NUM_THREADS, else OpenMP's own
+    default (OMP_NUM_THREADS's first level, else the CPUs this process may run on)."""
+    wanted = config.whole_number(THREADS_ENV, 1)
+    if wanted is not None:
+        return wanted
+    with contextlib.suppress(ValueError):
+        return max(1, int(os.environ.get("OMP_NUM_THREADS", "").split(",")[0]))
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else \
+        os.cpu_count() or 1
+
+
+@functools.cache
+def parallel_min() -> int:
+    """The loop length from which loops run on every thread (once per process)."""
+    try:
+        argv, version = compiler._found()
+        accepted, _, _ = compiler._probed(argv, version, tuple(compiler._cflags()))
+    except compiler.BuildError:  # no (usable) compiler: nothing to measure with
+        return PARALLEL_MIN
+    return tuning.parallel_min(argv, accepted, compiler._cpu_id(), team_size(), PARALLEL_MIN)
