@@ -9,7 +9,8 @@ import os
 import sys
 from pathlib import Path
 
-from . import compiler, libraries, tuning
+from ..loops.ir import PARALLEL_MIN
+from . import compiler, libraries, threads, tuning
 
 
 def main() -> None:
@@ -27,6 +28,7 @@ def main() -> None:
     width = tuning.measure_vector_width(found[0], accepted, mvec)
     print(f"vector width: {width['choice']}  "
           + "  ".join(f"{k}: {v * 1e3:.3f} ms" for k, v in width["seconds"].items()))
+    _parallel_loops(found[0], accepted)
     if not tuning.has_avx512(cpu):
         print("gemm: blas (not measured: the packed kernels are built only where the CPU "
               "has AVX-512)")
@@ -36,6 +38,21 @@ def main() -> None:
     print(f"gemm: {gemm['choice']}")
     for shape, t in gemm["seconds"].items():
         print(f"  {shape}: " + "  ".join(f"{k} {v * 1e3:.3f} ms" for k, v in t.items()))
+
+
+def _parallel_loops(argv: tuple[str, ...], flags: list[str]) -> None:
+    """The parallel-loop threshold for this process's thread count, with its timings."""
+    team = threads.team_size()
+    waits = ", ".join(f"{v}={os.environ[v]}" for v in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
+                      if v in os.environ) or "OpenMP's default wait"
+    if team < 2:
+        print(f"parallel loops: from {PARALLEL_MIN} elements (one thread: not measured)")
+        return
+    record = tuning.measure_parallel(argv, flags, team, PARALLEL_MIN)
+    print(f"parallel loops: from {record['choice']} elements ({team} threads, {waits}); "
+          "one loop's time, serial / parallel:")
+    for n, t in record["seconds"].items():
+        print(f"  {n}: {t['serial'] * 1e6:.2f} / {t['parallel'] * 1e6:.2f} us")
 
 
 def _cpu_name() -> str:
