@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import pullback as pb
-from pullback.backends.c.build import cache, compiler
+from pullback.backends.c.build import cache, compiler, libraries
 
 from .build_child import HEADERS, add_source, linked_module, module_source
 
@@ -272,7 +272,9 @@ def test_a_generated_module_includes_no_python_or_numpy_header(cache_dir):
     """The glue library is every module's Python side: a module compiles its own code
     and the description of its entry, not Python's and NumPy's headers."""
     lowered = pb.jit(_scale, backend="c").lower(np.ones(3), 2.0)
-    assert re.findall(r'#include [<"](.+?)[>"]', lowered.source) == \
+    included = re.compile(r'#include [<"](.+?)[>"]')
+    assert included.findall(lowered.source) == [libraries.PRELUDE]
+    assert included.findall(libraries.HEADERS[libraries.PRELUDE]) == \
         ["runtime.h", "cblas.h", "omp.h"]
     assert "pb_entry" in lowered.source and "PyObject" not in lowered.source
     assert pb.jit(_scale, backend="c")(np.arange(3.0), 2.0).tolist() == [0.0, 2.0, 4.0]

@@ -7,8 +7,11 @@ import re
 from pathlib import Path
 
 _RUNTIME = Path(__file__).parent.parent / "runtime"
+#: The header every module includes first and only (``emit/entry.py``), which the
+#: compiler precompiles (``compiler.build_module``).
+PRELUDE = "module.h"
 #: The headers of modules and runtime libraries.
-HEADERS = {name: (_RUNTIME / name).read_text() for name in ("runtime.h", "kernels.h")}
+HEADERS = {name: (_RUNTIME / name).read_text() for name in ("runtime.h", "kernels.h", PRELUDE)}
 #: The runtime libraries modules link, and what a module calls that needs each: the
 #: Python side of every call and the memory of calls (glue), and routines too large to
 #: compile into each module: small products (kernels, one library per element type, as

@@ -17,16 +17,9 @@ BIG_RESULT = 1 << 20
 PB_TYPES = {"bool": "PB_BOOL", "int32": "PB_INT32", "int64": "PB_INT64",
             "float32": "PB_FLOAT32", "float64": "PB_FLOAT64"}
 
-#: What every module includes: no Python or NumPy header (the glue library is the
-#: Python side), so that a small module compiles in a few tens of milliseconds.
-INCLUDES = "\n".join([
-    '#include "runtime.h"',
-    "#include <cblas.h>",
-    "#ifdef _OPENMP",
-    "#include <omp.h>",
-    "#endif",
-    "",
-])
+#: What every module includes (``runtime/module.h``: the runtime, CBLAS, OpenMP), one
+#: header that the compiler precompiles once (``build/compiler.py``).
+INCLUDES = '#include "module.h"\n'
 
 
 def entry(func: Func, name: str, notes: str, donated: Mapping[int, int]) -> str:
