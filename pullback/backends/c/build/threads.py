@@ -10,7 +10,6 @@ import functools
 import os
 
 from .... import config
-from ..loops.ir import PARALLEL_MIN
 from . import compiler, tuning
 
 THREADS_ENV = "PULLBACK_NUM_THREADS"
@@ -31,6 +30,8 @@ def team_size() -> int:
 @functools.cache
 def parallel_min() -> int:
     """The loop length from which loops run on every thread (once per process)."""
+    from ..loops.ir import PARALLEL_MIN  # here: a cache hit imports no loop IR (call/index.py)
+
     try:
         argv, version = compiler._found()
         accepted, _, _ = compiler._probed(argv, version, tuple(compiler._cflags()))

@@ -11,10 +11,11 @@ imports them when a function misses, and records what they made.
 What determines the module (``key``): the graph IR of the function and its callees as
 printed (literals to the bit, each equation's source location) and the functions those
 locations name; the parameters donated; the settings that change the code or its build
-(``PULLBACK_COLUMNS``, ``PULLBACK_CC`` and the file it names, ``PULLBACK_CFLAGS``); the
-CPU, Python and NumPy; and pullback's own files, by size and modification time, so that
-an entry made by another version or an edited checkout is never used.  IR holding a
-param the printer may not show exactly gets no key (it is always compiled).
+(``PULLBACK_COLUMNS``, ``PULLBACK_CC`` and the file it names, ``PULLBACK_CFLAGS``, the
+thread count, which picks the measured parallel-loop threshold); the CPU, Python and
+NumPy; and pullback's own files, by size and modification time, so that an entry made
+by another version or an edited checkout is never used.  IR holding a param the printer
+may not show exactly gets no key (it is always compiled).
 
 Entries are cache entries (``build/cache.py``: sealed with key and digest, written
 atomically; a damaged one is said and rebuilt).  One whose module or libraries are gone
@@ -44,7 +45,7 @@ from ....errors import Loc
 from ....ir.core import Block, Func, Module
 from ....ir.printer import format_module
 from ....ir.types import DType, StackType, TensorType
-from ..build import cache, compiler, libraries
+from ..build import cache, compiler, libraries, threads
 from .compiled import Compiled, Printed, Site
 
 NAME = "index.json"
@@ -80,13 +81,15 @@ def _exact(value: Any) -> bool:
 
 def _settings() -> list:
     """What of the environment changes a module's code or build (read on each compile,
-    as the build reads it): the compiler is named by its file's size and date."""
+    as the build reads it): the compiler is named by its file's size and date; the
+    threads a parallel loop runs on pick the loop length measured worth them
+    (``threads.parallel_min``, measured once per machine and cached)."""
     words = shlex.split(config.compiler())
     program = shutil.which(words[0]) if words else None
     info = os.stat(program) if program else None
     return [config.columns(), words, program, info and [info.st_size, info.st_mtime_ns],
-            config.cflags(), compiler._cpu_id(), numpy.__version__, sys.version,
-            sysconfig.get_config_var("EXT_SUFFIX")]
+            config.cflags(), compiler._cpu_id(), threads.team_size(), numpy.__version__,
+            sys.version, sysconfig.get_config_var("EXT_SUFFIX")]
 
 
 @functools.cache
