@@ -146,7 +146,7 @@ def build_module(source: str, module_name: str, *,
             prelude = cache.key("prelude", version, command, sorted(headers.items()))
             try:
                 _compile(command, link, source, module_name, headers, out, pending,
-                         _precompiled(prelude, version, command, headers))
+                         _precompiled(prelude, version, command, headers, not pending))
             except BuildError as error:
                 if _preludes.get(prelude) is None or not _PCH_FAILURE.search(str(error)):
                     raise
@@ -193,22 +193,24 @@ _PCH_FAILURE = re.compile(r"\bPCH\b|\.gch\b|precompiled header")
 _preludes: dict[str, Path | None] = {}
 
 
-def _precompiled(key: str, version: str, command: list[str], headers: Mapping[str, str]
-                 ) -> Path | None:
+def _precompiled(key: str, version: str, command: list[str], headers: Mapping[str, str],
+                 start: bool) -> Path | None:
     """The prelude (``libraries.PRELUDE``, which a module includes first) that GCC
-    precompiled with the flags of ``command``, found in the cache; else None, its build
-    started on a worker thread for the modules after this one (which compiles the
-    header's text: a machine's first module does not wait for it).  A module whose
-    compile finds ``module.h.gch`` beside ``module.h`` reads it instead of parsing the
-    runtime's, the C library's, CBLAS's and OpenMP's headers: 30 ms of the 100 ms a small
-    module takes at -O3 (the compiler checks that the flags match, else parses the
-    header).  Not with clang, which takes precompiled headers only by ``-include-pch``."""
+    precompiled with the flags of ``command``, found in the cache; else None, and with
+    ``start`` its build is started on a worker thread for the modules after this one
+    (which compiles the header's text).  A machine's first modules, which wait for the
+    runtime libraries, do not start it: it would take a core from their start-up (0.1 s
+    of CPU).  A module whose compile finds ``module.h.gch`` beside ``module.h`` reads it
+    instead of parsing the runtime's, the C library's, CBLAS's and OpenMP's headers: 30
+    ms of the 100 ms a small module takes at -O3 (the compiler checks that the flags
+    match, else parses the header).  Not with clang, which takes precompiled headers only by ``-include-pch``."""
     if libraries.PRELUDE not in headers or "clang" in version:
         return None
     if key not in _preludes:
         found = cache.existing(key, _GCH)
         if found is None:
-            _start_prelude(key, command, headers)
+            if start:
+                _start_prelude(key, command, headers)
             return None
         _preludes[key] = found
     return _preludes[key]
