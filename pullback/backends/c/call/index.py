@@ -28,13 +28,13 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import importlib.machinery
 import json
 import os
 import shlex
 import shutil
 import sys
-import sysconfig
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -89,20 +89,26 @@ def _settings() -> list:
     info = os.stat(program) if program else None
     return [config.columns(), words, program, info and [info.st_size, info.st_mtime_ns],
             config.cflags(), compiler._cpu_id(), threads.team_size(), numpy.__version__,
-            sys.version, sysconfig.get_config_var("EXT_SUFFIX")]
+            sys.version, importlib.machinery.EXTENSION_SUFFIXES]
 
 
 @functools.cache
 def _fingerprint() -> str:
     """A digest of pullback's files (name, size, modification time), once per process."""
-    files = []
-    for folder, subfolders, names in os.walk(_PACKAGE):
-        subfolders[:] = sorted(d for d in subfolders if d != "__pycache__")
-        for name in sorted(names):
-            info = os.stat(os.path.join(folder, name))
-            files.append([os.path.relpath(os.path.join(folder, name), _PACKAGE),
-                          info.st_size, info.st_mtime_ns])
-    return hashlib.sha256(json.dumps(files).encode()).hexdigest()
+    return hashlib.sha256(repr(list(_files(str(_PACKAGE), ""))).encode()).hexdigest()
+
+
+def _files(folder: str, prefix: str) -> Iterator[tuple[str, int, int]]:
+    """(name under the package, size, modification time) of each file under folder."""
+    with os.scandir(folder) as found:
+        items = sorted(found, key=lambda item: item.name)
+    for item in items:
+        if item.is_dir():
+            if item.name != "__pycache__":
+                yield from _files(item.path, f"{prefix}{item.name}/")
+        else:
+            info = item.stat()
+            yield f"{prefix}{item.name}", info.st_size, info.st_mtime_ns
 
 
 def load(key: str, func: Func, source: Callable[[], str]) -> Compiled | None:
