@@ -444,7 +444,8 @@ def _warm_pullback() -> None:
 
     import pullback as pb
 
-    # what every first compile on a machine pays once: the compiler probes, the runtime
+    # what every first compile on a machine pays once: the compiler probes, the loop
+    # length from which loops run on threads (measured on this run's cores), the runtime
     # libraries (the glue, and the small and packed products that modules link)
     for n in (4, 128):
         pb.jit(pb.grad(lambda v: (v @ v.T).sum()), backend="c")(np.ones((n, n)))
