@@ -27,4 +27,4 @@ def test_dump_c_prints_the_source(monkeypatch, capsys):
     monkeypatch.setenv("PULLBACK_DUMP", "c")
     pb.jit(lambda x: x * 3.0 + 1.0, backend="c")(np.ones(5))
     out = capsys.readouterr().out
-    assert "#include \"runtime.h\"" in out and "pbf_0" in out
+    assert "#include \"module.h\"" in out and "pbf_0" in out
