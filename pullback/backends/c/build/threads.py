@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import threading
 
 from .... import config
 from . import compiler, tuning
@@ -27,6 +28,11 @@ def team_size() -> int:
         os.cpu_count() or 1
 
 
+#: Compiles on several threads (tiered) would measure at once, each slowing the other's
+#: threads: the first measures, the others then read its answer from the disk cache.
+_measuring = threading.Lock()
+
+
 @functools.cache
 def parallel_min() -> int:
     """The loop length from which loops run on every thread (once per process)."""
@@ -37,4 +43,6 @@ def parallel_min() -> int:
         accepted, _, _ = compiler._probed(argv, version, tuple(compiler._cflags()))
     except compiler.BuildError:  # no (usable) compiler: nothing to measure with
         return PARALLEL_MIN
-    return tuning.parallel_min(argv, accepted, compiler._cpu_id(), team_size(), PARALLEL_MIN)
+    with _measuring:
+        return tuning.parallel_min(argv, accepted, compiler._cpu_id(), team_size(),
+                                   PARALLEL_MIN)
