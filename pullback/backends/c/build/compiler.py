@@ -146,12 +146,14 @@ def build_module(source: str, module_name: str, *,
             prelude = cache.key("prelude", version, command, sorted(headers.items()))
             try:
                 _compile(command, link, source, module_name, headers, out, pending,
-                         _precompiled(prelude, version, command, headers, not pending))
+                         _precompiled(prelude, version, headers))
             except BuildError as error:
                 if _preludes.get(prelude) is None or not _PCH_FAILURE.search(str(error)):
                     raise
                 _preludes[prelude] = None  # a compiler that cannot use its own
                 _compile(command, link, source, module_name, headers, out, pending)
+            if not pending:
+                _start_prelude(prelude, version, command, headers)
 
         if pending and cache.existing(key, f"{module_name}.so") is not None:
             _finish(pending)  # a module found in the cache loads its libraries at once
@@ -193,32 +195,38 @@ _PCH_FAILURE = re.compile(r"\bPCH\b|\.gch\b|precompiled header")
 _preludes: dict[str, Path | None] = {}
 
 
-def _precompiled(key: str, version: str, command: list[str], headers: Mapping[str, str],
-                 start: bool) -> Path | None:
+def _precompiled(key: str, version: str, headers: Mapping[str, str]) -> Path | None:
     """The prelude (``libraries.PRELUDE``, which a module includes first) that GCC
-    precompiled with the flags of ``command``, found in the cache; else None, and with
-    ``start`` its build is started on a worker thread for the modules after this one
-    (which compiles the header's text).  A machine's first modules, which wait for the
-    runtime libraries, do not start it: it would take a core from their start-up (0.1 s
-    of CPU).  A module whose compile finds ``module.h.gch`` beside ``module.h`` reads it
-    instead of parsing the runtime's, the C library's, CBLAS's and OpenMP's headers: 30
-    ms of the 100 ms a small module takes at -O3 (the compiler checks that the flags
-    match, else parses the header).  Not with clang, which takes precompiled headers only by ``-include-pch``."""
-    if libraries.PRELUDE not in headers or "clang" in version:
+    precompiled with the flags of the module's compile, found in the cache, or None.  A
+    module whose compile finds ``module.h.gch`` beside ``module.h`` reads it instead of
+    parsing the runtime's, the C library's, CBLAS's and OpenMP's headers: 30 ms of the
+    100 ms a small module takes at -O3, for the same machine code (the compiler checks
+    that the flags match, else parses the header)."""
+    if not _precompiles(version, headers):
         return None
     if key not in _preludes:
         found = cache.existing(key, _GCH)
         if found is None:
-            if start:
-                _start_prelude(key, command, headers)
             return None
         _preludes[key] = found
     return _preludes[key]
 
 
-def _start_prelude(key: str, command: list[str], headers: Mapping[str, str]) -> None:
-    """Precompile the prelude on a worker thread unless it is being precompiled; one
-    that fails is not tried again by this process."""
+def _precompiles(version: str, headers: Mapping[str, str]) -> bool:
+    """Whether modules of these headers get a precompiled prelude: not with clang, which
+    takes one only by ``-include-pch``."""
+    return libraries.PRELUDE in headers and "clang" not in version
+
+
+def _start_prelude(key: str, version: str, command: list[str], headers: Mapping[str, str]
+                   ) -> None:
+    """Precompile the prelude on a worker thread for the modules after this one, unless
+    it is found, being made, or failed in this process.  A module starts it once built
+    (its own compile does not share the CPU with it), and only once the runtime libraries
+    are built: a machine's first modules, which wait for them, would lose a core to it
+    (0.1 s of CPU)."""
+    if key in _preludes or not _precompiles(version, headers):
+        return
 
     def build(out: Path) -> None:
         _compile([*command, "-x", "c-header"], [], headers[libraries.PRELUDE], "pb_prelude",
