@@ -3,7 +3,8 @@ representation to the next (as the graph passes' ``PIPELINE`` is):
 
 ``prepare``
     graph IR: the function and its callees as a ``Module``, rewritten for this backend
-    (outer products as multiplies, ``prepare/products.py``; pure scalar equations as
+    (outer products as multiplies, ``prepare/products.py``; sums of zero-padded pieces
+    side by side as concatenations, ``prepare/pieces.py``; pure scalar equations as
     early as their operands allow, so they do not split kernels, ``prepare/scalars.py``;
     records built column by column, ``prepare/columns.py``, unless
     ``PULLBACK_COLUMNS=0``), verified under ``PULLBACK_VERIFY``;
@@ -48,6 +49,7 @@ from .loops.printer import format_module
 from .lower.lowering import LoweredModule, lower_module
 from .plan.module import FuncPlan, ModulePlan, plan_module
 from .prepare.columns import split_columns
+from .prepare.pieces import concatenate_pieces
 from .prepare.products import outer_products
 from .prepare.scalars import hoist_scalars
 
@@ -75,7 +77,7 @@ def prepare(entry: Entry, _: Entry) -> Module:
     if any(not isinstance(t, TensorType) for t in [*func.in_types, *func.out_types]):
         raise Unsupported("a compiled function cannot take or return a stack")
     check_size(module)
-    module = hoist_scalars(outer_products(module))
+    module = hoist_scalars(concatenate_pieces(outer_products(module)))
     if config.columns():
         module = split_columns(module)
         if config.verifying():
