@@ -111,7 +111,7 @@ def test_blas_jobs_run_at_once_each_on_its_own_thread():
     assert staged.runner is not None
     np.testing.assert_array_equal(staged.runner(a, a.T)[0], a @ a.T)
     module = staged.runner.call.__self__  # any compiled module's glue: one per process
-    runner = RUNNER(module.blas_jobs())
+    runner = RUNNER(module.blas_jobs()[0])
     count = 3
     elements = (ctypes.c_int64 * count)(*[10 * k for k in range(count)])
     barrier, seen = threading.Barrier(count, timeout=20), []

@@ -9,9 +9,11 @@ thread), and runs the loops of a forked child's thread alone when that thread ha
 calls before the fork: libgomp's threads do not survive fork, and waiting for them
 hung the child.
 
-OpenBLAS's threaded routines run their jobs on the calling thread's OpenMP team (the
-glue's ``pb_blas_jobs``, set as OpenBLAS's thread callback before any module calls it):
-one pool of threads for loops and products, never two spinning against each other.
+Where idle OpenMP threads spin (the OpenMP runtime started before pullback chose its wait
+policy, as torch starts it, or the user asked), OpenBLAS's threaded routines run their
+jobs on the calling thread's OpenMP team (the glue's ``pb_blas_jobs``, set as OpenBLAS's
+thread callback): one pool of threads for loops and products, never two spinning
+against each other.  Where they sleep at once, OpenBLAS keeps its own threads.
 """
 
 from __future__ import annotations
@@ -60,7 +62,9 @@ def apply(module: Any) -> None:
     """Hand the settings to the glue library (through any module) and to OpenBLAS."""
     threads = num_threads()
     module.set_limits(threads, keep_bytes())
-    _blas_on_openmp(module.blas_jobs())
+    callback, spins = module.blas_jobs()
+    if spins:
+        _blas_on_openmp(callback)
     if threads:
         _blas_threads(threads)
 
