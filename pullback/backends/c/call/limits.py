@@ -62,9 +62,10 @@ def apply(module: Any) -> None:
     """Hand the settings to the glue library (through any module) and to OpenBLAS."""
     threads = num_threads()
     module.set_limits(threads, keep_bytes())
-    callback, spins = module.blas_jobs()
-    if spins:
-        _blas_on_openmp(callback)
+    if threads != 1:  # one thread: OpenBLAS runs no jobs, nothing to measure
+        callback, spins = module.blas_jobs()
+        if spins:
+            _blas_on_openmp(callback)
     if threads:
         _blas_threads(threads)
 
