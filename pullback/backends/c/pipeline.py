@@ -40,7 +40,7 @@ from ...ir.verify import verify
 from .build.compiler import build_module
 from .build.libraries import HEADERS, needed
 from .build.long_builds import check_size, reported
-from .build.threads import parallel_min
+from .build.threads import runs_parallel
 from .call.compiled import Compiled, Printed, Site
 from .emit.source import Source, module_source
 from .loops.ir import Unsupported
@@ -94,7 +94,7 @@ def lower(_: Entry, planned: Planned) -> LoweredModule:
 
 
 def loop_passes(_: Entry, lowered: LoweredModule) -> LoweredModule:
-    return lowered._replace(loops=run_loop_passes(lowered.loops, parallel_min()))
+    return lowered._replace(loops=run_loop_passes(lowered.loops, runs_parallel))
 
 
 def emit(entry: Entry, lowered: LoweredModule) -> Source:

@@ -31,7 +31,7 @@ def _pad_loop(n: int, before: int, size: int, pragma: str = "parallel simd") -> 
 
 
 def test_a_pad_runs_as_three_stretches_with_no_tests():
-    pieces = split_kernels([_pad_loop(100, 3, 90)], parallel_min=50)
+    pieces = split_kernels([_pad_loop(100, 3, 90)], lambda n: n >= 50)
     assert [(p.start.value, p.stop.value, p.pragma) for p in pieces] == [
         (0, 3, "simd"), (3, 93, "parallel simd"), (93, 100, "simd")]
     text = print_stmts(pieces)
@@ -40,10 +40,10 @@ def test_a_pad_runs_as_three_stretches_with_no_tests():
 
 
 def test_tests_outside_the_range_and_nested_loops_stay():
-    (inner,) = split_kernels([_pad_loop(80, 0, 90)], parallel_min=50)  # always inside
+    (inner,) = split_kernels([_pad_loop(80, 0, 90)], lambda n: n >= 50)  # always inside
     assert (inner.start.value, inner.stop.value) == (0, 80)
     nested = Loop("j", Int(4), [_pad_loop(100, 3, 90)])
-    (outer,) = split_kernels([nested], parallel_min=50)
+    (outer,) = split_kernels([nested], lambda n: n >= 50)
     assert len(outer.body) == 3  # the inner loop is split, the outer one is not
 
 
@@ -52,4 +52,4 @@ def test_too_many_stretches_keep_their_tests():
     for c in range(1, MAX_STRETCHES + 1):
         value = Cond(Bin("<", I, Int(10 * c)), Load(Sym(f"x{c}"), I), value)
     loop = Loop("i", Int(100), [Set(Load(Sym("out"), I), value)])
-    assert split_kernels([loop], parallel_min=50) == [loop]
+    assert split_kernels([loop], lambda n: n >= 50) == [loop]

@@ -65,9 +65,9 @@ def _sum_source(n: int) -> str:
 @needs_cc
 def test_a_threshold_read_from_the_cache_decides_the_pragma(fresh, monkeypatch):
     """Measured once (here: a made-up record), kept on disk, and read by a later
-    process's lowering: loops of 1000 elements run on threads at a threshold of 512,
+    process's lowering: loops of 2000 elements run on threads at a threshold of 1024,
     not at one of 4096."""
-    for least, parallel in ((512, True), (4096, False)):
+    for least, parallel in ((1024, True), (4096, False)):
         monkeypatch.setenv("OMP_WAIT_POLICY", f"test-{least}")  # part of the cache key
         calls = []
         monkeypatch.setattr(tuning, "measure_parallel",
@@ -78,9 +78,18 @@ def test_a_threshold_read_from_the_cache_decides_the_pragma(fresh, monkeypatch):
         monkeypatch.setattr(tuning, "measure_parallel", pytest.fail)  # now from disk
         threads.parallel_min.cache_clear()
         assert threads.parallel_min() == least
-        source = _sum_source(1000)
+        source = _sum_source(2000)
         assert ("#pragma omp parallel" in source) == parallel
     assert len(list(fresh.glob("tuning-parallel-*.json"))) == 2
+
+
+@needs_cc
+def test_short_loops_do_not_wait_for_the_measurement(fresh, monkeypatch):
+    """A module whose loops are all shorter than the shortest length measured (``x + 1``
+    on a machine's first compile) is made without measuring: they run on one thread."""
+    monkeypatch.setattr(tuning, "measure_parallel", pytest.fail)
+    assert "#pragma omp parallel" not in _sum_source(tuning.PARALLEL_SIZES[0] - 1)
+    assert not list(fresh.glob("tuning-parallel-*.json"))
 
 
 @needs_cc

@@ -46,3 +46,10 @@ def parallel_min() -> int:
     with _measuring:
         return tuning.parallel_min(argv, accepted, compiler._cpu_id(), team_size(),
                                    PARALLEL_MIN)
+
+
+def runs_parallel(n: int) -> bool:
+    """Whether a loop of ``n`` iterations runs on every thread.  Loops shorter than the
+    shortest length measured never do, so a module without long loops (``x + 1``) does
+    not wait for the measurement."""
+    return n >= tuning.PARALLEL_SIZES[0] and n >= parallel_min()

@@ -9,31 +9,35 @@ from .ir import PARALLEL_MIN, LoopFunc, LoopModule
 from .panels import panel_products
 from .splitting import split_kernels
 
+#: Whether a loop of so many iterations runs on every thread (``build/threads.py``).
+Parallel = Callable[[int], bool]
 
-def _panels(func: LoopFunc, _: int) -> None:
+
+def _panels(func: LoopFunc, _: Parallel) -> None:
     func.body = panel_products(func.body)
 
 
-def _split(func: LoopFunc, parallel_min: int) -> None:
-    func.body = split_kernels(func.body, parallel_min)
+def _split(func: LoopFunc, runs_parallel: Parallel) -> None:
+    func.body = split_kernels(func.body, runs_parallel)
 
 
-def _arena(func: LoopFunc, _: int) -> None:
+def _arena(func: LoopFunc, _: Parallel) -> None:
     place_arena(func)
 
 
-#: Each pass rewrites one function in place, given the loop length from which loops run
-#: on every thread (``build/threads.parallel_min``, as lowering used it).
-LOOP_PASSES: list[tuple[str, Callable[[LoopFunc, int], None]]] = [
+#: Each pass rewrites one function in place, told which loop lengths run on every thread
+#: (``build/threads.runs_parallel``, as lowering asked it).
+LOOP_PASSES: list[tuple[str, Callable[[LoopFunc, Parallel], None]]] = [
     ("panels", _panels),  # products read row by row computed a panel at a time
     ("split", _split),  # kernels choosing by index split into stretches
     ("arena", _arena),  # the entry's top-level buffers placed on the call's arena
 ]
 
 
-def run_loop_passes(module: LoopModule, parallel_min: int = PARALLEL_MIN) -> LoopModule:
+def run_loop_passes(module: LoopModule,
+                    runs_parallel: Parallel = lambda n: n >= PARALLEL_MIN) -> LoopModule:
     """``module`` after every pass of ``LOOP_PASSES``, function by function."""
     for func in module.funcs:
         for _, run in LOOP_PASSES:
-            run(func, parallel_min)
+            run(func, runs_parallel)
     return module

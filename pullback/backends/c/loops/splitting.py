@@ -6,6 +6,7 @@ always vectorise; a stretch is a plain kernel."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 from ..loops.ir import Bin, Cond, Decl, Expr, Int, Loop, Set, Stmt, Sym, children, map_exprs
@@ -19,18 +20,18 @@ MAX_STRETCHES = 5
 
 
 
-def split_kernels(stmts: list[Stmt], parallel_min: int) -> list[Stmt]:
+def split_kernels(stmts: list[Stmt], runs_parallel: Callable[[int], bool]) -> list[Stmt]:
     """``stmts`` with each flat loop that tests its index split at the constants it
-    tests (stretches shorter than ``parallel_min`` run on one thread)."""
+    tests (a stretch runs on every thread where ``runs_parallel`` of its length says)."""
     out: list[Stmt] = []
     for s in stmts:
         for body in children(s):
-            body[:] = split_kernels(body, parallel_min)
-        out.extend(_split(s, parallel_min) if isinstance(s, Loop) else [s])
+            body[:] = split_kernels(body, runs_parallel)
+        out.extend(_split(s, runs_parallel) if isinstance(s, Loop) else [s])
     return out
 
 
-def _split(loop: Loop, parallel_min: int) -> list[Stmt]:
+def _split(loop: Loop, runs_parallel: Callable[[int], bool]) -> list[Stmt]:
     if not (isinstance(loop.start, Int) and isinstance(loop.stop, Int) and loop.step == 1
             and all(isinstance(s, (Decl, Set)) for s in loop.body)):
         return [loop]
@@ -42,7 +43,7 @@ def _split(loop: Loop, parallel_min: int) -> list[Stmt]:
     pieces: list[Stmt] = []
     for a, b in zip(bounds, bounds[1:], strict=False):
         pragma = loop.pragma
-        if "parallel" in pragma and b - a < parallel_min:
+        if "parallel" in pragma and not runs_parallel(b - a):
             pragma = "simd"
         body = [map_exprs(s, lambda e, a=a: _decide(e, loop.var, a)) for s in loop.body]
         pieces.append(replace(loop, start=Int(a), stop=Int(b), body=body, pragma=pragma))

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from ....ir.core import Eqn
 from ....ops.conv import dilated
-from ..build.threads import parallel_min
+from ..build.threads import runs_parallel
 from ..loops.ir import (
     Bin,
     Cast,
@@ -103,7 +103,7 @@ def _as_product(lw: Lowering, eqn: Eqn, rows: int, depth: int) -> None:
             lw.add(Skip(skip))
         lw.add(Set(dest, Load(x, linear(lhs.type.shape, [idx[0], ci, *at]))))
 
-    lw.nd_loop(col_shape, fill, pragma="parallel" if rows * depth >= parallel_min() else "")
+    lw.nd_loop(col_shape, fill, pragma="parallel" if runs_parallel(rows * depth) else "")
     prod = lw.scratch(ct, rows * o)
     work = rows * o * depth
     lw.add(Gemm(dt, 1, rows, o, depth, cols, False, k, True, prod,
@@ -118,7 +118,7 @@ def _as_product(lw: Lowering, eqn: Eqn, rows: int, depth: int) -> None:
                    Load(prod, (ni * positions + yi) * o + oi)))
 
     lw.nd_loop((n, o, positions), back,
-               pragma="parallel" if out.type.size >= parallel_min() else "")
+               pragma="parallel" if runs_parallel(out.type.size) else "")
 
 
 def _direct(lw: Lowering, eqn: Eqn) -> None:

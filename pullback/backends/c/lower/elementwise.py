@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from ....ir.core import Atom, Eqn, Var
 from ....ir.types import float32
-from ..build.threads import parallel_min
+from ..build.threads import runs_parallel
 from ..loops.ir import (
     Bin,
     Cond,
@@ -125,7 +125,7 @@ def _block_sums(lw: Lowering, body: Sequence[Eqn], accs: dict[int, str], stored:
     made a 2M-element sum 1.35x slower)."""
     b, at = lw.fresh("b"), len(lw.out)
     with lw.loop(b, n, step=SUM_BLOCK, reductions=clauses,
-                 pragma="parallel" if n >= parallel_min() else ""):
+                 pragma="parallel" if runs_parallel(n) else ""):
         part = {k: lw.fresh("s") for k in accs}
         for name in part.values():
             lw.add(Decl(name, "float", Const(0.0, float32)))

@@ -28,7 +28,7 @@ from ....ir.core import Atom, Block, Eqn, Func, Lit, Module, Var
 from ....ir.rewrite import free_vars
 from ....ir.types import StackType, TensorType
 from ....passes.inline import is_recursive
-from ..build.threads import parallel_min
+from ..build.threads import runs_parallel
 from ..loops.ir import (
     Addr,
     Alloc,
@@ -155,7 +155,7 @@ class Lowering:
     @staticmethod
     def kind(n: int) -> str:
         """SIMD for every kernel; threads too for long ones."""
-        return "parallel simd" if n >= parallel_min() else "simd"
+        return "parallel simd" if runs_parallel(n) else "simd"
 
     def scalar(self, a: Atom) -> Expr:
         """A 0-d atom's value."""
@@ -506,7 +506,7 @@ class Lowering:
                 yield Sym("i")
             return
         rows, cols, r = n // shape[-1], shape[-1], self.fresh("r")
-        with self.loop(r, rows, pragma="parallel" if n >= parallel_min() else ""):
+        with self.loop(r, rows, pragma="parallel" if runs_parallel(n) else ""):
             axes: list[Expr] = []
             for k, st in enumerate(strides(shape[:-1])):
                 axis = Bin("/", Sym(r), Int(st)) if st > 1 else Sym(r)

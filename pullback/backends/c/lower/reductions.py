@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from ....ir.core import Eqn
 from ....ir.types import float64
-from ..build.threads import parallel_min
+from ..build.threads import runs_parallel
 from ..loops.ir import (
     Bin,
     Cast,
@@ -122,7 +122,7 @@ def op_reduce(lw: Lowering, eqn: Eqn) -> None:
     lw.nd_loop([x.type.shape[k] for k in kept], outer)
     rows = lw.out[start] if kept else None
     # rows of a long reduction on every thread, where nothing in them jumps out
-    if isinstance(rows, Loop) and x.type.size >= parallel_min() and \
+    if isinstance(rows, Loop) and runs_parallel(x.type.size) and \
             out.type.size > 1 and all(isinstance(t, (Loop, Decl, Set))
                                       for t in walk(rows.body)):
         rows.pragma = "parallel"
