@@ -27,7 +27,6 @@ from ..loops.ir import (
     map_stmt,
     walk,
 )
-from .transposed import transpose_products
 
 #: Rows of a panel: the most that divide the product's rows with a panel of at most
 #: PANEL_BYTES (kept in the second-level cache between its product and its readers).
@@ -38,17 +37,10 @@ PANEL_MIN = 4 << 20
 
 def panel_products(stmts: list[Stmt]) -> list[Stmt]:
     """``stmts`` with each product that only a following loop over its rows reads
-    computed in panels inside that loop, and then each that loops read only by whole
-    columns computed transposed (``transposed.py``), nested statement lists too."""
-    return transpose_products(_in_panels(stmts))
-
-
-def _in_panels(stmts: list[Stmt]) -> list[Stmt]:
-    """``stmts`` with each product that only a following loop over its rows reads
     computed in panels inside that loop (nested statement lists too)."""
     for s in stmts:
         for body in children(s):
-            body[:] = _in_panels(body)
+            body[:] = panel_products(body)
     k = 0
     while k < len(stmts):
         made = _paneled(stmts, k)

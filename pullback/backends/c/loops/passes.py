@@ -8,6 +8,7 @@ from .arena import place_arena
 from .ir import PARALLEL_MIN, LoopFunc, LoopModule
 from .panels import panel_products
 from .splitting import split_kernels
+from .transposed import transpose_products
 
 #: Whether a loop of so many iterations runs on every thread (``build/threads.py``).
 Parallel = Callable[[int], bool]
@@ -15,6 +16,10 @@ Parallel = Callable[[int], bool]
 
 def _panels(func: LoopFunc, _: Parallel) -> None:
     func.body = panel_products(func.body)
+
+
+def _transposed(func: LoopFunc, _: Parallel) -> None:
+    func.body = transpose_products(func.body)
 
 
 def _split(func: LoopFunc, runs_parallel: Parallel) -> None:
@@ -29,6 +34,7 @@ def _arena(func: LoopFunc, _: Parallel) -> None:
 #: (``build/threads.runs_parallel``, as lowering asked it).
 LOOP_PASSES: list[tuple[str, Callable[[LoopFunc, Parallel], None]]] = [
     ("panels", _panels),  # products read row by row computed a panel at a time
+    ("transposed", _transposed),  # products read by whole columns computed transposed
     ("split", _split),  # kernels choosing by index split into stretches
     ("arena", _arena),  # the entry's top-level buffers placed on the call's arena
 ]
