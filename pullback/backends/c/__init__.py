@@ -53,17 +53,18 @@ def compile_func(func: Func, donated: Mapping[int, int] | None = None) -> Compil
     ``donated``: the array parameters callers hand over, each with the result of its
     type it may be updated into in place (``pb.jit(..., donate_argnums=)``).  A function
     the cache's index knows loads its module without running the stages (``call/
-    index.py``).  The first compile on a machine starts the compiler probes and the glue
-    library every module links before its own stages, which then run beside them."""
+    index.py``).  The first compile in a process starts the compiler probes and the
+    glue library every module links (where the cache lacks them) as soon as the index
+    has no entry, before it imports the stages, which then run beside them."""
     donated = dict(donated or {})
     key = index.key(func, donated) if index.used() else None
     if key is not None:
         found = index.load(key, func, lambda: source_of(func, donated).text)
         if found is not None:
             return found
+    _start_once()  # before the stages are imported: the glue's build takes longest
     from . import pipeline
 
-    _start_once()
     compiled = pipeline.run(func, donated=donated)
     if key is not None:
         index.record(key, compiled)
