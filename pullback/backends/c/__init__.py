@@ -15,9 +15,13 @@ module.
 
 Threads: OpenMP loops and OpenBLAS's own threads take turns on the same cores, and how
 idle OpenMP threads wait is read once, when the first compiled module loads OpenMP;
-``build.compiler`` sets it as it loads unless the user has.  How many threads, and how
-much memory compiled functions keep between calls, ``call/limits.py`` reads and hands to
-the glue library; a compiled function collected hands its kept memory back.
+``build.compiler`` sets it as it loads unless the user has.  Where it was read too early
+to take effect (another library started OpenMP first) and idle threads spin, OpenBLAS's
+threaded products run as jobs on OpenMP's team instead of a pool of their own
+(``call/limits.py``).  A loop runs on every thread from a length measured once per
+machine and thread count (``build/threads.py``).  How many threads, and how much memory
+compiled functions keep between calls, ``call/limits.py`` reads and hands to the glue
+library; a compiled function collected hands its kept memory back.
 """
 
 from __future__ import annotations
