@@ -143,3 +143,17 @@ def test_leftovers_of_killed_builds_are_removed_by_the_next_build(tmp_path, monk
     assert module.f(np.array([1.5, 2.0])) == 3.5
     assert [p.exists() for p in gone] == [False, False]
     assert [p.exists() for p in kept] == [True, True]
+
+
+@needs_cc
+def test_a_directory_is_swept_once_per_process(tmp_path, monkeypatch):
+    """Sweeping reads the whole directory (tens of thousands of entries in a cache in
+    use): a process does it before its first build there, not before every build."""
+    directory = private_dir(tmp_path / "cache")
+    monkeypatch.setenv("PULLBACK_CACHE_DIR", str(directory))
+    swept = []
+    monkeypatch.setattr(cache, "sweep", swept.append)
+    for name in ("pb_t_once_a", "pb_t_once_b"):
+        module = compiler.build_module(add_source(name), name, headers=HEADERS)
+        assert module.f(np.array([1.0, 2.0])) == 3.0
+    assert swept == [directory]

@@ -17,8 +17,9 @@ so a reader never sees half a file and processes that build the same entry at on
 succeed (the last rename wins; every candidate is complete).  A build's files (the
 source, the compiler's own temporary files) go to a scratch directory there, removed
 when the build ends however it ends, except that a failed compile keeps its source for
-the user.  Temporary names carry their process's id and host, and each build removes
-those of this host's processes that are gone (killed while building).
+the user.  Temporary names carry their process's id and host, and a process's first
+build in a directory removes those of this host's processes that are gone (killed while
+building): once, not per build, as a directory in use holds tens of thousands of entries.
 
 Loading code runs it, so the directory must be private: it is created with mode 0700,
 and one that another user owns or that others can write is refused.  One that cannot be
@@ -66,6 +67,7 @@ _modules: dict[str, ModuleType] = {}
 _lock = threading.Lock()
 _dir_lock = threading.Lock()
 _fallbacks: dict[str, Path] = {}
+_swept: set[str] = set()  # directories this process has swept (``_sweep_once``)
 
 
 class CacheError(CompileError):
@@ -282,7 +284,7 @@ def _machine() -> int | None:
 def _store(path: Path, key: str, build: Callable[[Path], None]) -> None:
     """Build into a temporary file, check it, seal it with its trailer and rename it
     into place."""
-    sweep(path.parent)
+    _sweep_once(path.parent)
     with _temp_beside(path) as tmp:
         build(tmp)
         data = tmp.read_bytes()
@@ -316,8 +318,8 @@ def _temp_beside(path: Path) -> Iterator[Path]:
 def scratch(what: str, keep_on: type[BaseException] | tuple[type[BaseException], ...] = ()
             ) -> Iterator[Path]:
     """A fresh directory in the cache directory for a build's files (builds run in
-    ``entry``, which sweeps first), removed on the way out (also on KeyboardInterrupt)
-    unless the body raised one of ``keep_on``."""
+    ``entry``, which sweeps the directory once per process), removed on the way out
+    (also on KeyboardInterrupt) unless the body raised one of ``keep_on``."""
     made = Path(tempfile.mkdtemp(dir=cache_dir(), prefix=_temp_prefix(what)))
     keep = False
     try:
@@ -328,6 +330,15 @@ def scratch(what: str, keep_on: type[BaseException] | tuple[type[BaseException],
     finally:
         if not keep:
             shutil.rmtree(made, ignore_errors=True)
+
+
+def _sweep_once(directory: Path) -> None:
+    """``sweep`` directory, the first time this process builds there."""
+    with _dir_lock:
+        if str(directory) in _swept:
+            return
+        _swept.add(str(directory))
+    sweep(directory)
 
 
 def sweep(directory: Path) -> None:
