@@ -13,6 +13,8 @@ import scipy.linalg as sl
 import pullback as pb
 from pullback.backends.c.build import compiler
 
+from .differences import central_difference
+
 pytestmark = pytest.mark.skipif(not compiler.have_compiler(), reason="no C compiler")
 
 N = 37
@@ -29,15 +31,6 @@ def _native(fn, *args):
 def _int_buffers(source: str, n: int = N * N) -> list[str]:
     """Declarations of integer buffers of ``n`` elements in the generated C."""
     return re.findall(rf"\bint(?:8|16|32|64)_t \*v\d+ = .*\b{n} \* sizeof\(int", source)
-
-
-def _central_difference(f, x, eps=1e-6):
-    g = np.empty_like(x)
-    for k in range(x.size):
-        e = np.zeros_like(x)
-        e.flat[k] = eps
-        g.flat[k] = (f(x + e) - f(x - e)) / (2 * eps)
-    return g
 
 
 def kernel_plus_eye(z, noise):
@@ -92,5 +85,5 @@ def test_gp_gradient_masks_are_fused_and_the_gradient_is_right():
 
     theta = np.array([0.3, -0.2, 0.1, np.log(0.05)])
     grad, source = _native(pb.grad(nll), theta)
-    np.testing.assert_allclose(grad, _central_difference(nll, theta), rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(grad, central_difference(nll, theta), rtol=1e-6, atol=1e-8)
     assert _int_buffers(source) == []

@@ -12,6 +12,8 @@ from pullback.backends.c.build import compiler
 from pullback.backends.c.prepare.pieces import concatenate_pieces
 from pullback.ir.core import Module
 
+from .differences import central_difference
+
 pytestmark = pytest.mark.skipif(not compiler.have_compiler(), reason="no C compiler")
 
 RNG = np.random.default_rng(11)
@@ -44,15 +46,6 @@ def rows(z):
     return np.sum(np.tanh(z[:2]) ** 2) + np.sum(z[3:] ** 3)
 
 
-def _central_difference(f, x, eps=1e-6):
-    g = np.empty_like(x)
-    for k in range(x.size):
-        e = np.zeros_like(x)
-        e.flat[k] = eps
-        g.flat[k] = (f(x + e) - f(x - e)) / (2 * eps)
-    return g
-
-
 def _ops(fn, *args) -> list[str]:
     staged, _ = pb.jit(fn, backend="c").specialise(*args)
     main = concatenate_pieces(Module.of(staged.func)).main
@@ -65,7 +58,7 @@ def test_gradients_of_pieces_match_central_differences(fn):
     c = RNG.standard_normal((3, H))
     args = (z, c) if fn is gates else (z,)
     grad = pb.jit(pb.grad(fn), backend="c")(*args)
-    want = _central_difference(lambda x: fn(x, *args[1:]), z)
+    want = central_difference(lambda x: fn(x, *args[1:]), z)
     np.testing.assert_allclose(grad, want, rtol=1e-6, atol=1e-8)
     value = pb.jit(fn, backend="c")(*args)
     np.testing.assert_allclose(value, fn(*args), rtol=1e-13)
