@@ -62,7 +62,13 @@ def _run_c(fn, static, args):
         return jitted(*args), staged.runner is None
 
 
-@pytest.mark.parametrize(("prog", "case"), CASES, ids=[f"{p.name}-{i}" for p, i in CASES])
+#: Every program's first input on C in the default tier, its others in the slow tier (the
+#: interpreter's corpus test runs them all; a C build per case is most of this file's time).
+C_PARAMS = [pytest.param(p, i, id=f"{p.name}-{i}", marks=[pytest.mark.slow] if i else [])
+            for p, i in CASES]
+
+
+@pytest.mark.parametrize(("prog", "case"), C_PARAMS)
 def test_c_matches_python(prog: Program, case: int) -> None:
     args = prog.inputs[case](np.random.default_rng(case))
     mine, theirs = copy.deepcopy(args), copy.deepcopy(args)
