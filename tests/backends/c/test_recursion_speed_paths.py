@@ -15,6 +15,8 @@ from pullback.backends.c.build import compiler
 from pullback.backends.c.plan.donation import donations
 from pullback.ir.core import Module
 
+from .differences import central_difference
+
 pytestmark = pytest.mark.skipif(not compiler.have_compiler(), reason="no C compiler")
 
 RNG = np.random.default_rng(11)
@@ -22,15 +24,6 @@ RNG = np.random.default_rng(11)
 
 def _c(fn):
     return pb.jit(fn, backend="c")
-
-
-def _central(f, x: np.ndarray, h: float = 1e-6) -> np.ndarray:
-    g = np.zeros_like(x)
-    for k in range(x.size):
-        e = np.zeros_like(x)
-        e.flat[k] = h
-        g.flat[k] = (f(x + e) - f(x - e)) / (2 * h)
-    return g
 
 
 # -- expansion by minors (the GradBench tool's det): one element read per call ----------
@@ -96,7 +89,7 @@ def test_donated_parameters_gradient():
     def loss(x):
         return np.sum(bump_then_read(x, np.int64(3)) ** 2)
 
-    np.testing.assert_allclose(_c(pb.grad(loss))(x), _central(loss, x), rtol=1e-6)
+    np.testing.assert_allclose(_c(pb.grad(loss))(x), central_difference(loss, x), rtol=1e-6)
 
 
 def test_donation_analysis_picks_updated_parameters():
@@ -128,7 +121,7 @@ def test_window_cotangents_through_recursion():
         return rsum(x, np.int64(0))
 
     assert _c(f)(x) == pytest.approx(f(x), rel=1e-13)
-    np.testing.assert_allclose(_c(pb.grad(f))(x), _central(f, x), rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(_c(pb.grad(f))(x), central_difference(f, x), rtol=1e-6, atol=1e-9)
     np.testing.assert_allclose(pb.jit(pb.grad(f), backend="interp")(x),
                                _c(pb.grad(f))(x), rtol=1e-13)
 
