@@ -32,6 +32,13 @@ SCALAR_CASES = [c for c in AD_CASES
                 if is_float(out := c.run(c.args)) and np.shape(out) == ()]
 
 
+def _tiered(inputs: list[int], ids: list[str]) -> list[Any]:
+    """Case numbers, each program's first input in the default tier and its others in
+    the slow tier (CI time; the interpreter's corpus test runs every input)."""
+    return [pytest.param(k, id=name, marks=[pytest.mark.slow] if i else [])
+            for k, (i, name) in enumerate(zip(inputs, ids, strict=True))]
+
+
 def _staged(fn: Callable, args: tuple, static: tuple[str, ...] = ()) -> tuple[Func, list]:
     """The IR ``pb.jit(fn)`` runs for ``args``, and its run-time arguments."""
     staged, sig = pb.jit(fn, static_argnames=static).specialise(*args)
@@ -83,18 +90,19 @@ def _vjp(k: int) -> tuple[int, int]:
     return _optimise_checked(*_staged(*_pullback(case)), f"vjp {case.name}")
 
 
-@pytest.mark.parametrize("k", range(len(JIT_CASES)),
-                         ids=[f"{p.name}-{i}" for p, i in JIT_CASES])
+@pytest.mark.parametrize("k", _tiered([i for _, i in JIT_CASES],
+                                      [f"{p.name}-{i}" for p, i in JIT_CASES]))
 def test_jit(k: int) -> None:
     _jit(k)
 
 
-@pytest.mark.parametrize("k", range(len(SCALAR_CASES)), ids=[c.name for c in SCALAR_CASES])
+@pytest.mark.parametrize("k", _tiered([c.index for c in SCALAR_CASES],
+                                      [c.name for c in SCALAR_CASES]))
 def test_grad(k: int) -> None:
     _grad(k)
 
 
-@pytest.mark.parametrize("k", range(len(AD_CASES)), ids=[c.name for c in AD_CASES])
+@pytest.mark.parametrize("k", _tiered([c.index for c in AD_CASES], [c.name for c in AD_CASES]))
 def test_vjp(k: int) -> None:
     _vjp(k)
 

@@ -38,6 +38,8 @@ of its terms); float64 uses rtol 1e-5, atol 1e-7.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -122,8 +124,12 @@ def _step(case: Case) -> float:
     return step_size(case, STEPS.get(case.prog.name, 1e-6))
 
 
-def _ids(cases: list[Case]) -> list[str]:
-    return [c.name for c in cases]
+def _tiered(cases: list[Case], slow: frozenset[str] = frozenset()) -> list[Any]:
+    """Each program's first input in the default tier, its others and the programs of
+    ``slow`` in the slow tier (CI time; the interpreter's corpus test runs every input)."""
+    return [pytest.param(c, id=c.name, marks=[pytest.mark.slow]
+                         if c.index or c.prog.name in slow else [])
+            for c in cases]
 
 
 def _rng(case: Case, salt: int) -> np.random.Generator:
@@ -144,7 +150,7 @@ def _check_tree_types(got: object, like: object, where: str, cotangent: bool) ->
             f"{where} leaf {k}: dtype {np.asarray(g).dtype} != {np.asarray(p).dtype}"
 
 
-@pytest.mark.parametrize("case", CASES, ids=_ids(CASES))
+@pytest.mark.parametrize("case", _tiered(CASES))
 def test_jvp_matches_central_differences(case: Case) -> None:
     tangent = case.tangent(_rng(case, 0))
     args = case.fresh()
@@ -159,7 +165,7 @@ def test_jvp_matches_central_differences(case: Case) -> None:
             assert_close(got, w, rtol, atol, f"tangent of result leaf {k}")
 
 
-@pytest.mark.parametrize("case", CASES, ids=_ids(CASES))
+@pytest.mark.parametrize("case", _tiered(CASES))
 def test_vjp_is_the_transpose_of_central_differences(case: Case) -> None:
     tangent = case.tangent(_rng(case, 0))
     args = case.fresh()
@@ -177,7 +183,7 @@ def test_vjp_is_the_transpose_of_central_differences(case: Case) -> None:
                  "<vjp(c), t> against <c, J t>")
 
 
-@pytest.mark.parametrize("case", SCALAR_CASES, ids=_ids(SCALAR_CASES))
+@pytest.mark.parametrize("case", _tiered(SCALAR_CASES))
 def test_grad_matches_central_differences(case: Case) -> None:
     want = gradient_by_differences(case, _step(case))
     rtol, atol = case.tolerance
@@ -208,7 +214,11 @@ def test_hessian_programs_cover_the_corpus() -> None:
     assert {"dynamic_control", "recursion"} < categories and len(categories) >= 8
 
 
-@pytest.mark.parametrize("case", HESSIAN_CASES, ids=_ids(HESSIAN_CASES))
+#: 13 s of the Hessians' 37 s in CI (200 Euler steps on Python floats, differentiated twice)
+SLOW_HESSIANS = frozenset({"scientific.euler_damped_oscillator"})
+
+
+@pytest.mark.parametrize("case", _tiered(HESSIAN_CASES, SLOW_HESSIANS))
 def test_hessian_matches_differences_of_grad(case: Case) -> None:
     weights = random_weights(case.run(case.args), _rng(case, 2))
     extra = (case.fn, weights, case.order)

@@ -12,7 +12,7 @@ import numpy as np
 import pullback as pb
 from pullback.ops.stack import TAPE_STATS
 
-N = np.int64(100_000)
+N = np.int64(30_000)
 A = 1 - 1e-5
 
 
@@ -55,7 +55,7 @@ def _exact(x, a, n):
     return dx, da
 
 
-def test_a_100000_iteration_while_loop_keeps_residuals_proportional_to_its_length():
+def test_a_30000_iteration_while_loop_keeps_residuals_proportional_to_its_length():
     (gx, ga), peak = _plain(int(N))
     _, peak_half = _plain(int(N) // 2)
     np.testing.assert_allclose([gx, ga], _exact(0.8, A, int(N)), rtol=1e-9)
@@ -67,7 +67,7 @@ def test_checkpointed_loop_gives_the_same_gradient_with_far_less_memory():
     plain, peak_plain = _plain(int(N))
     checked, peak_checked = _peak(pb.jacrev(damped_checkpointed, argnums=(0, 1)), 0.8, A, N)
     assert plain == checked  # the same operations in the same order: bit for bit
-    assert peak_checked < peak_plain / 50  # ~n/300 snapshots and 300 residual sets
+    assert peak_checked < peak_plain / 25  # n/300 snapshots of ~33 bytes, 300 residual sets
 
 
 def test_checkpointed_for_loop_with_an_uneven_last_segment():

@@ -152,7 +152,11 @@ SLOW_PICKS = {"dynamic_control.jacobi_solve", "dynamic_control.fixed_point_cosin
               "scientific.lennard_jones", "static_control.power_by_squaring",
               "straight_line.cubic_horner", "straight_line.rotate_points",
               "data_structures.power_series_lambdas", "data_structures.rotate_tuple_state",
-              "dynamic_control.smooth_piecewise"}
+              "dynamic_control.smooth_piecewise",
+              # 6-7 s each (wave 2, issue 24's third session: CI at 8m36s), each category
+              # keeping one program in the default tier
+              "static_control.polynomial_from_tuple", "mutation.lower_triangle_fill",
+              "ml_layers.dense"}
 
 
 @pytest.mark.parametrize("backend", ["interp", pytest.param("c", marks=pytest.mark.slow)])
