@@ -338,11 +338,11 @@ class Jitted:
         name = getattr(self.fn, "__name__", "f").replace("<lambda>", "lambda")
         with internal_errors(self.fn):
             staged = stage(self.fn, sig, name, self._cells)
+            if config.verifying():
+                verify(staged.func)  # what staging made (optimize verifies what it makes)
             staged.staged_func, staged.func = staged.func, optimize(staged.func)
             if config.dumps("ir"):
                 print(staged.func)
-            if config.verifying():
-                verify(staged.func)
             _compile(staged, self.backend, donation(staged, sig, handed))
         return staged
 

@@ -92,8 +92,15 @@ def dumping() -> bool:
 
 
 def verifying() -> bool:
-    """Whether ``PULLBACK_VERIFY`` asks for the verifier (any value but empty and 0)."""
+    """Whether ``PULLBACK_VERIFY`` asks for the verifier (any value but empty and 0): on
+    what each stage makes, the pipeline's result among them."""
     return _on("PULLBACK_VERIFY", False)
+
+
+def verifying_passes() -> bool:
+    """Whether ``PULLBACK_VERIFY=passes`` asks for the verifier after every pass of the
+    pipeline, to name the pass that broke the IR (ten verifications instead of one)."""
+    return _text("PULLBACK_VERIFY") == "passes"
 
 
 def tiered() -> bool:

@@ -5,8 +5,9 @@ folding and simplification then expose duplicates and dead values for CSE and DC
 LICM moves what is left invariant out of loops, and a second round cleans up what the
 moves and the first round uncovered (a moved equation may repeat one outside the loop).
 
-``PULLBACK_DUMP=passes`` prints the IR after each pass; ``PULLBACK_VERIFY=1`` verifies it
-after each pass, naming the pass that broke it.
+``PULLBACK_DUMP=passes`` prints the IR after each pass; ``PULLBACK_VERIFY=1`` verifies the
+pipeline's result, ``PULLBACK_VERIFY=passes`` the IR after each pass, naming the pass that
+broke it.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ def optimize(func: Func, trace: list[tuple[str, Func]] | None = None) -> Func:
     The passes rewrite one private copy in place, which saves a copy per pass; ``trace``
     collects a copy of the IR after each pass."""
     dump = config.dumps("passes")
-    check = config.verifying()
+    each = config.verifying_passes()
     func = copy_func(func)
     for name, run in PIPELINE:
         run.in_place(func)
@@ -43,13 +44,15 @@ def optimize(func: Func, trace: list[tuple[str, Func]] | None = None) -> Func:
             print(f"# after {name}\n{func}")
         if trace is not None:
             trace.append((name, copy_func(func)))
-        if check:
-            _verify_after(name, func)
+        if each:
+            _verify_after(f"pass {name}", func)
+    if config.verifying() and not each:
+        _verify_after("the passes (PULLBACK_VERIFY=passes names the one)", func)
     return func
 
 
-def _verify_after(name: str, func: Func) -> None:
+def _verify_after(what: str, func: Func) -> None:
     try:
         verify(func)
     except VerifyError as e:
-        raise VerifyError(f"after pass {name}: {e}") from e
+        raise VerifyError(f"after {what}: {e}") from e

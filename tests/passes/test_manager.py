@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import pullback as pb
-from pullback.config import verifying
+from pullback.config import verifying, verifying_passes
 from pullback.errors import VerifyError
 from pullback.ir.builder import build_func
 from pullback.ir.core import Lit
@@ -75,16 +75,36 @@ def test_dump_ir_alone_prints_nothing_here(monkeypatch, capsys):
     assert capsys.readouterr().out == ""
 
 
-def test_the_verifier_names_the_pass_that_broke_the_ir(monkeypatch):
+def _broken_pipeline(monkeypatch, verify: str) -> list[str]:
+    """The pipeline's first two passes, then one that breaks the IR, then a counter of
+    the passes that ran after it; the list it counts in."""
+    after: list[str] = []
     breaks = FunctionPass(lambda block, rw: setattr(block, "results", [Lit(np.float32(1))]))
-    monkeypatch.setenv("PULLBACK_VERIFY", "1")
-    monkeypatch.setattr(manager, "PIPELINE", [*PIPELINE[:2], ("breaks", breaks)])
+    counts = FunctionPass(lambda block, rw: after.append("counts"))
+    monkeypatch.setenv("PULLBACK_VERIFY", verify)
+    monkeypatch.setattr(manager, "PIPELINE", [*PIPELINE[:2], ("breaks", breaks),
+                                              ("counts", counts)])
+    return after
+
+
+def test_the_verifier_names_the_pass_that_broke_the_ir(monkeypatch):
+    after = _broken_pipeline(monkeypatch, "passes")
     with pytest.raises(VerifyError, match="after pass breaks: @tiny: result 0 has type f32"):
         optimize(_tiny())
+    assert after == []  # found before the next pass
 
 
-@pytest.mark.parametrize(("value", "on"), [("1", True), ("yes", True), ("0", False),
-                                           ("", False)])
-def test_pullback_verify_zero_turns_the_verifier_off(monkeypatch, value, on):
+def test_the_verifier_checks_the_pipelines_result_and_says_how_to_find_the_pass(monkeypatch):
+    after = _broken_pipeline(monkeypatch, "1")
+    with pytest.raises(VerifyError, match=r"after the passes \(PULLBACK_VERIFY=passes names "
+                                          r"the one\): @tiny: result 0 has type f32"):
+        optimize(_tiny())
+    assert after == ["counts"]  # once, at the end
+
+
+@pytest.mark.parametrize(("value", "on", "each"), [
+    ("1", True, False), ("yes", True, False), ("passes", True, True), ("0", False, False),
+    ("", False, False)])
+def test_pullback_verify_zero_turns_the_verifier_off(monkeypatch, value, on, each):
     monkeypatch.setenv("PULLBACK_VERIFY", value)
-    assert verifying() is on
+    assert verifying() is on and verifying_passes() is each
