@@ -38,12 +38,28 @@ def node_loc(file: str, node: ast.AST, func: str | None) -> Loc:
     return Loc(file, line, col, func)
 
 
+@dataclass(frozen=True)
+class _Parsed:
+    """A file's definitions and lambdas in ``ast.walk`` order, so that finding one does
+    not walk the whole file again (staging looks a function up at every call it stages)."""
+
+    defs: dict[str, list[ast.FunctionDef | ast.AsyncFunctionDef]]
+    lambdas: list[ast.Lambda]
+
+
 @lru_cache(maxsize=256)
-def _parse(file: str, text: str) -> ast.Module:
-    return ast.parse(text, filename=file)
+def _parse(file: str, text: str) -> _Parsed:
+    defs: dict[str, list[ast.FunctionDef | ast.AsyncFunctionDef]] = {}
+    lambdas: list[ast.Lambda] = []
+    for node in ast.walk(ast.parse(text, filename=file)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            defs.setdefault(node.name, []).append(node)
+        elif isinstance(node, ast.Lambda):
+            lambdas.append(node)
+    return _Parsed(defs, lambdas)
 
 
-def _module_ast(file: str) -> ast.Module | None:
+def _parsed(file: str) -> _Parsed | None:
     lines = linecache.getlines(file)
     if not lines:
         return None
@@ -99,16 +115,15 @@ def function_source(fn: types.FunctionType) -> Source:
     """The AST node defining ``fn``, found by its code object's first line and name."""
     code = fn.__code__
     file = code.co_filename
-    module = _module_ast(file)
-    if module is None:
+    parsed = _parsed(file)
+    if parsed is None:
         linecache.checkcache(file)
-        module = _module_ast(file)
-    if module is None:
+        parsed = _parsed(file)
+    if parsed is None:
         raise _no_source(fn, f"its source file {file!r} is not available")
     first = code.co_firstlineno
     if code.co_name == "<lambda>":
-        candidates = [n for n in ast.walk(module) if isinstance(n, ast.Lambda)
-                      and n.lineno <= first <= n.end_lineno]
+        candidates = [n for n in parsed.lambdas if n.lineno <= first <= n.end_lineno]
         pos = _positions(code)
         if pos:
             hits = [n for n in candidates if _contains(n.body, pos[0])]
@@ -123,17 +138,16 @@ def function_source(fn: types.FunctionType) -> Source:
             raise _no_source(fn, "its lambda was not found on its line")
         hits.sort(key=lambda n: (n.end_lineno - n.lineno, n.end_col_offset - n.col_offset))
         return Source(hits[0], file, "<lambda>")
-    for node in ast.walk(module):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == code.co_name:
-            start = node.decorator_list[0].lineno if node.decorator_list else node.lineno
-            if first in (start, node.lineno):
-                if isinstance(node, ast.AsyncFunctionDef):
-                    raise UnsupportedError(
-                        f"cannot compile async function {fn.__qualname__}",
-                        node_loc(file, node, node.name),
-                        hint="pullback compiles ordinary functions; drop `async`",
-                    )
-                return Source(node, file, node.name)
+    for node in parsed.defs.get(code.co_name, ()):
+        start = node.decorator_list[0].lineno if node.decorator_list else node.lineno
+        if first in (start, node.lineno):
+            if isinstance(node, ast.AsyncFunctionDef):
+                raise UnsupportedError(
+                    f"cannot compile async function {fn.__qualname__}",
+                    node_loc(file, node, node.name),
+                    hint="pullback compiles ordinary functions; drop `async`",
+                )
+            return Source(node, file, node.name)
     raise _no_source(fn, f"no definition found in {file!r} at line {first}")
 
 
