@@ -46,6 +46,9 @@ if TYPE_CHECKING:
 MIN_WORK = 1 << 15
 #: Elements of the window matrix above which the loop nest stays (its memory).
 MAX_COLUMNS = 1 << 26
+#: Bytes of the window matrix filled and multiplied at a time: a block that stays in the
+#: second-level cache (512 KiB to 1 MiB a core) from its filling to BLAS's packing of it.
+BLOCK_BYTES = 256 << 10
 
 
 @handles("conv")
@@ -85,32 +88,57 @@ def _window_index(lw: Lowering, eqn: Eqn, ys: list[Expr], ws: list[Expr]) -> tup
 
 
 def _as_product(lw: Lowering, eqn: Eqn, rows: int, depth: int) -> None:
+    """The product a block at a time (each block's window matrix stays in the
+    second-level cache from its filling to BLAS's packing of it): blocks of images when
+    the matrix has more rows than columns, else blocks of channels, whose products add
+    up (a weight gradient's: few rows, a column per image and window position)."""
     lhs, rhs = eqn.inputs
     (out,) = eqn.outputs
     dt, ct = out.type.dtype, ctype(out.type.dtype)
     n, c = lhs.type.shape[:2]
-    o, spatial, window = rhs.type.shape[0], out.type.shape[2:], rhs.type.shape[2:]
-    x, k = lw.buf(lhs), lw.buf(rhs)
-    cols = lw.scratch(ct, rows * depth)
-    col_shape = (n, *spatial, c, *window)
-
-    def fill(idx: list[Expr]) -> None:
-        ys, ci, ws = idx[1:1 + len(spatial)], idx[1 + len(spatial)], idx[2 + len(spatial):]
-        dest = Load(cols, linear(col_shape, idx))
-        lw.add(Set(dest, Const(0, dt)))
-        at, skip = _window_index(lw, eqn, ys, ws)
-        if skip is not None:
-            lw.add(Skip(skip))
-        lw.add(Set(dest, Load(x, linear(lhs.type.shape, [idx[0], ci, *at]))))
-
-    lw.nd_loop(col_shape, fill, pragma="parallel" if runs_parallel(rows * depth) else "")
-    prod = lw.scratch(ct, rows * o)
-    work = rows * o * depth
-    lw.add(Gemm(dt, 1, rows, o, depth, cols, False, k, True, prod,
-                work > GEMM_INLINE_MAX_WORK[False]))
+    o, positions = rhs.type.shape[0], math.prod(out.type.shape[2:])
+    k = lw.buf(rhs)
     lw.define(out)
     dest = lw.buf(out)
-    positions = math.prod(spatial)
+    size = dt.np.itemsize
+    if rows >= depth:  # [n, o, y] from each block's product [images, y, o]
+        per = max(1, min(n, BLOCK_BYTES // (positions * depth * size)))
+        cols, prod = lw.scratch(ct, per * positions * depth), lw.scratch(ct, per * positions * o)
+
+        def images(first: Expr, count: int) -> None:
+            _fill(lw, eqn, cols, (count, c), first, Int(0))
+            lw.add(Gemm(dt, 1, count * positions, o, depth, cols, False, k, True, prod,
+                        count * positions * o * depth > GEMM_INLINE_MAX_WORK[False]))
+
+            def back(idx: list[Expr]) -> None:
+                ni, oi, yi = idx
+                lw.add(Set(Load(dest, ((first + ni) * o + oi) * positions + yi),
+                           Load(prod, (ni * positions + yi) * o + oi)))
+
+            lw.nd_loop((count, o, positions), back,
+                       pragma="parallel" if runs_parallel(count * o * positions) else "")
+
+        _blocks(lw, n, per, images)
+        return
+    window = math.prod(rhs.type.shape[2:])
+    per = max(1, min(c, BLOCK_BYTES // (rows * window * size)))
+    cols, part = lw.scratch(ct, rows * per * window), lw.scratch(ct, o * per * window)
+    prod = lw.scratch(ct, rows * o)
+    lw.nd_loop((rows * o,), lambda i: lw.add(Set(Load(prod, i[0]), Const(0, dt))))
+
+    def channels(first: Expr, count: int) -> None:
+        _fill(lw, eqn, cols, (n, count), Int(0), first)
+
+        def kernel(idx: list[Expr]) -> None:  # the block's channels of the kernel
+            oi, ci, wi = idx
+            lw.add(Set(Load(part, (oi * count + ci) * window + wi),
+                       Load(k, (oi * c + first + ci) * window + wi)))
+
+        lw.nd_loop((o, count, window), kernel)
+        lw.add(Gemm(dt, 1, rows, o, count * window, cols, False, part, True, prod,
+                    rows * o * count * window > GEMM_INLINE_MAX_WORK[False], addend=prod))
+
+    _blocks(lw, c, per, channels)
 
     def back(idx: list[Expr]) -> None:  # [n, o, y] from [n, y, o]
         ni, oi, yi = idx
@@ -119,6 +147,42 @@ def _as_product(lw: Lowering, eqn: Eqn, rows: int, depth: int) -> None:
 
     lw.nd_loop((n, o, positions), back,
                pragma="parallel" if runs_parallel(out.type.size) else "")
+
+
+def _blocks(lw: Lowering, total: int, per: int, block: Callable[[Expr, int], None]) -> None:
+    """``block(first, count)`` over ``total`` items ``per`` at a time: a loop over the
+    whole blocks, then the rest (the product's shape is fixed at compile time)."""
+    whole, rest = divmod(total, per)
+    if whole == 1:
+        block(Int(0), per)
+    elif whole:
+        b = lw.fresh("b")
+        with lw.loop(b, whole):
+            block(Sym(b) * per, per)
+    if rest:
+        block(Int(whole * per), rest)
+
+
+def _fill(lw: Lowering, eqn: Eqn, cols: Expr, block: tuple[int, int], image: Expr,
+          channel: Expr) -> None:
+    """The window matrix of ``block`` (images, channels) starting at image ``image``
+    and channel ``channel``: row-major ``[images, *out spatial, channels, *window]``,
+    zeros where a window meets padding or falls between dilated elements."""
+    lhs, rhs = eqn.inputs
+    spatial, window = eqn.outputs[0].type.shape[2:], rhs.type.shape[2:]
+    shape = (block[0], *spatial, block[1], *window)
+
+    def fill(idx: list[Expr]) -> None:
+        ys, ci, ws = idx[1:1 + len(spatial)], idx[1 + len(spatial)], idx[2 + len(spatial):]
+        dest = Load(cols, linear(shape, idx))
+        lw.add(Set(dest, Const(0, eqn.outputs[0].type.dtype)))
+        at, skip = _window_index(lw, eqn, ys, ws)
+        if skip is not None:
+            lw.add(Skip(skip))
+        lw.add(Set(dest, Load(lw.buf(lhs), linear(lhs.type.shape,
+                                                  [image + idx[0], channel + ci, *at]))))
+
+    lw.nd_loop(shape, fill, pragma="parallel" if runs_parallel(math.prod(shape)) else "")
 
 
 def _direct(lw: Lowering, eqn: Eqn) -> None:
