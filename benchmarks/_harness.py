@@ -5,12 +5,15 @@ Each benchmark script starts with, before importing NumPy or any peer::
     import _harness as H
     args = H.setup("eltwise")
 
-In the driver (the command you type) ``setup`` re-executes the script once per thread
-count in a fresh subprocess whose thread settings (OpenMP, OpenBLAS, MKL, Numba, XLA,
-pullback) are in the environment from its first instruction and whose CPU affinity is
-pinned, collects the rows the children measured and prints one table per thread count.
-Every system of a workload is measured in the same child process, one after the other.
-In a child ``setup`` returns the parsed arguments and the script measures.
+In the driver (the command you type) ``setup`` re-executes the script in fresh
+subprocesses whose thread settings (OpenMP, OpenBLAS, MKL, Numba, XLA, pullback) are in
+the environment from their first instruction and whose CPU affinity is pinned, collects
+the rows the children measured and prints one table per thread count.  Each system is
+measured in a process of its own (``processes``), with the same cores and settings as the
+others: one library's thread pool (torch's OpenMP runtime, started first, decides how
+idle threads wait for every OpenMP user in the process) never shapes another's timing,
+as it would not in a user's program.  In a child ``setup`` returns the parsed arguments
+and the script measures.
 
 A row is one system doing one thing (``what``): its first call (compile included), the
 median and minimum over repetitions, the largest relative error against a float64
@@ -48,7 +51,15 @@ THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
 CONTENDED = 0.05  # fraction of our cores used by others above which a row says so
 
 _CLK = os.sysconf("SC_CLK_TCK")
-_state: dict[str, Any] = {"rows": [], "notes": [], "threads": None, "quick": False}
+_state: dict[str, Any] = {"rows": [], "notes": [], "threads": None, "quick": False,
+                          "process": None, "asked": []}
+
+#: The children of one thread count: the first measures no system (it computes the
+#: references the others share, ``shared``, and finds the peers the script asks about
+#: with ``want``), then pullback's process and one process per peer.  Pullback's process
+#: measures the ``pullback`` and ``bound`` rows (the bounds are pullback's: NumPy's BLAS
+#: runs in its process anyway); a peer's process the ``peer`` rows its ``want`` guards.
+REFERENCE, PULLBACK = "reference", "pullback"
 
 
 # ------------------------------------------------------------------ set-up and children
@@ -58,14 +69,16 @@ def setup(name: str, *, unit: str = "ms", default_threads: str = "both") -> argp
     p = argparse.ArgumentParser(description=f"benchmark: {name} (pullback vs peers)")
     p.add_argument("--quick", action="store_true", help="smaller sizes, fewer repetitions")
     p.add_argument("--threads", default=default_threads, choices=["1", "2", "both"])
-    p.add_argument("--only", default=None, help="comma-separated systems to run")
+    p.add_argument("--only", default=None,
+                   help="comma-separated systems to run (pullback, numpy, jax, torch, ...)")
     p.add_argument("--json", default=None, metavar="PATH", help="write the rows as JSON")
     p.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--process", default=REFERENCE, help=argparse.SUPPRESS)
     args = p.parse_args()
-    _state.update(name=name, unit=unit, quick=args.quick, only=args.only)
+    _state.update(name=name, unit=unit, quick=args.quick)
     if args.child is None:
         sys.exit(_drive(name, args))
-    _state.update(threads=int(args.threads), out=args.child,
+    _state.update(threads=int(args.threads), out=args.child, process=args.process,
                   env0={k: os.environ.get(k) for k in SHARED_SETTINGS})
     _pin(int(args.threads))
     sys.path.insert(1, REPO)  # measure the checkout these scripts live in
@@ -77,9 +90,41 @@ def setup(name: str, *, unit: str = "ms", default_threads: str = "both") -> argp
 
 
 def want(system: str) -> bool:
-    """Whether ``--only`` selects this system group (all when absent)."""
-    only = _state.get("only")
-    return only is None or system in only.split(",")
+    """Whether this process measures the system group ``system`` (``pullback`` or a peer
+    group's name: ``numpy``, ``jax``, ``torch``...); the driver learns the groups a
+    script has from the names asked here."""
+    if system not in _state["asked"]:
+        _state["asked"].append(system)
+    return _state["process"] == system
+
+
+def _measures(kind: str) -> bool:
+    """Whether this process records rows of ``kind`` (see ``REFERENCE``)."""
+    if kind in ("pullback", "bound"):
+        return _state["process"] == PULLBACK
+    return _state["process"] not in (PULLBACK, REFERENCE)
+
+
+def shared(key: str) -> Any:
+    """A value ``share`` stored in an earlier process of this run (a float64 reference
+    computed with a peer), else None."""
+    try:
+        with open(_shared_path(key)) as f:
+            return json.load(f)
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def share(key: str, value: Any) -> Any:
+    """Store ``value`` (JSON) for the later processes of this run; returns it."""
+    if "PB_BENCH_SHARED" in os.environ:
+        with open(_shared_path(key), "w") as f:
+            json.dump(value, f)
+    return value
+
+
+def _shared_path(key: str) -> str:
+    return os.path.join(os.environ["PB_BENCH_SHARED"], f"{key}.json")
 
 
 def quick() -> bool:
@@ -92,7 +137,9 @@ def _drive(name: str, args: argparse.Namespace) -> int:
     machine = cpu()
     print(f"# {name}: {cpu_line(machine)}", flush=True)
     counts = [1, 2] if args.threads == "both" else [int(args.threads)]
-    runs, rc = {}, 0
+    runs, rc, asked = {}, 0, None
+    shared_dir = tempfile.mkdtemp(prefix=f"pb_bench_{name}_shared_")
+    atexit.register(shutil.rmtree, shared_dir, True)
     for n in counts:
         if n > ncpu:
             print(f"# {name}: skipping threads={n}, only {ncpu} core(s) available")
@@ -100,27 +147,22 @@ def _drive(name: str, args: argparse.Namespace) -> int:
         cores, load = _least_busy(n)
         print(f"# {name} threads={n} cores={sorted(cores)} quick={args.quick} "
               f"(other processes' load on them before start: {load:.0%})", flush=True)
-        fd, tmp = tempfile.mkstemp(suffix=".json", prefix=f"pb_bench_{name}_")
-        os.close(fd)
-        argv = _strip(sys.argv[1:], ("--threads", "--json", "--child"))
-        cmd = [sys.executable, os.path.abspath(sys.argv[0]), *argv, "--threads", str(n),
-               "--child", tmp]
-        t0 = time.perf_counter()
-        proc = subprocess.run(cmd, env=_thread_env(n, cores))
-        try:
-            with open(tmp) as f:
-                run = json.load(f)
-        except (OSError, ValueError):
-            run = {"rows": [], "notes": []}
-        finally:
-            os.unlink(tmp)
-        if proc.returncode != 0:
-            run["notes"].append(f"child exited with status {proc.returncode} after "
-                                f"{time.perf_counter() - t0:.0f}s")
-            rc = rc or proc.returncode
+        env = {**_thread_env(n, cores), "PB_BENCH_SHARED": shared_dir}
+        run: dict[str, list] = {"rows": [], "notes": []}
+        if asked is None:  # once per run: the shared references, the script's groups
+            first, rc = _child(args, n, REFERENCE, env)
+            run["notes"] += first["notes"]
+            asked = first.get("asked", [])
+        for process in processes(asked, args.only):
+            part, status = _child(args, n, process, env)
+            run["rows"] += part["rows"]
+            run["notes"] += part["notes"]
+            rc = rc or status
         run["notes"][:0] = [f"CPU: {cpu_line(machine)}", *_removed_env(),
                             f"other processes' load on cores {sorted(cores)} before "
-                            f"start: {load:.0%}"]
+                            f"start: {load:.0%}",
+                            "each system measured in a process of its own (same cores "
+                            "and thread settings)"]
         runs[n] = run
         print_table(name, n, run, args.quick)
     if args.json:
@@ -130,6 +172,39 @@ def _drive(name: str, args: argparse.Namespace) -> int:
                        "date": datetime.datetime.now().isoformat(timespec="seconds"),
                        "runs": {str(n): r for n, r in runs.items()}}, f, indent=1)
     return rc
+
+
+def processes(asked: list[str], only: str | None) -> list[str]:
+    """The measuring processes, in order: pullback's, then one per peer group the script
+    asked ``want`` about, each where ``--only`` (comma-separated) selects it."""
+    chosen = None if only is None else set(only.split(","))
+    groups = [PULLBACK, *(s for s in asked if s not in (PULLBACK, REFERENCE))]
+    return [g for g in dict.fromkeys(groups) if chosen is None or g in chosen]
+
+
+def _child(args: argparse.Namespace, n: int, process: str, env: dict[str, str]
+           ) -> tuple[dict, int]:
+    """Run the script as the process that measures ``process`` on n threads: its rows,
+    notes and the groups it asked about, and its exit status."""
+    fd, tmp = tempfile.mkstemp(suffix=".json", prefix=f"pb_bench_{process}_")
+    os.close(fd)
+    argv = _strip(sys.argv[1:], ("--threads", "--json", "--child", "--only", "--process"))
+    cmd = [sys.executable, os.path.abspath(sys.argv[0]), *argv, "--threads", str(n),
+           "--child", tmp, "--process", process]
+    print(f"## {process}'s process", flush=True)
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, env=env)
+    try:
+        with open(tmp) as f:
+            run = json.load(f)
+    except (OSError, ValueError):
+        run = {"rows": [], "notes": []}
+    finally:
+        os.unlink(tmp)
+    if proc.returncode != 0:
+        run["notes"].append(f"{process}'s process exited with status {proc.returncode} "
+                            f"after {time.perf_counter() - t0:.0f}s")
+    return run, proc.returncode
 
 
 def _strip(argv: list[str], names: tuple[str, ...]) -> list[str]:
@@ -318,12 +393,15 @@ def record(system: str, what: str, *, kind: str = "peer", first_s: float | None 
            median_s: float | None = None, min_s: float | None = None,
            reps: int | None = None, err: float | None = None, note: str = "",
            contention: float | None = None) -> dict:
-    """Add a row (kind: 'pullback', 'peer' or 'bound') and print it as it comes."""
+    """Add a row (kind: 'pullback', 'peer' or 'bound') and print it as it comes; a row
+    this process does not measure (``REFERENCE``) is returned, not added."""
     if contention is not None and contention > CONTENDED:
         note = f"{note} [other processes used {contention:.0%} of our cores]".strip()
     row = dict(system=system, what=what, kind=kind, threads=_state["threads"],
                first_s=first_s, median_s=median_s, min_s=min_s, reps=reps, err=err,
                note=note, contention=contention)
+    if not _measures(kind):
+        return row
     _state["rows"].append(row)
     unit = _state["unit"]
     print(f"  {system:<40} {what:<12} first={_num(first_s, 1)}s "
@@ -346,7 +424,9 @@ def measure(system: str, what: str, fn: Callable[[], Any], *,
     handed straight back to the next call, whose fresh memory pays its page faults.
     The row's ``what`` says ``(kept)``.  A pullback function that fell back to the
     interpreter says so in the row's note, and any exception becomes a FAILED row
-    instead of ending the script."""
+    instead of ending the script.  A row this process does not measure is not run."""
+    if not _measures(kind):
+        return record(system, what, kind=kind)
     kept: collections.deque = collections.deque(maxlen=keep or 1)
     call = (lambda: kept.append(fn())) if keep else fn
     what = f"{what} (kept)" if keep else what
@@ -414,7 +494,9 @@ def note(text: str) -> None:
 def warm(framework: str) -> None:
     """Pay a framework's one-time start-up (back-end init; for pullback the compiler
     probes and its runtime library) on a trivial function, so first-call times measure
-    compiling the workload's own code."""
+    compiling the workload's own code.  Only in the framework's own process."""
+    if not want(framework):
+        return
     t0 = time.perf_counter()
     _WARM_UPS[framework]()
     note(f"{framework}: one-time start-up on a trivial function took "
@@ -430,6 +512,8 @@ def measure_pullback(fn: Callable, args: tuple, argnums: tuple[int, ...],
     """Time ``fn`` and its ``value_and_grad`` compiled by pullback, after its start-up."""
     import pullback as pb
 
+    if not want(PULLBACK):
+        return
     warm("pullback")
     fwd = pb.jit(fn, backend="c")
     vg = pb.jit(pb.value_and_grad(fn, argnums=argnums), backend="c")
@@ -501,8 +585,9 @@ def _settings() -> list[str]:
                 break
     made = [f"{k}={os.environ[k]}" for k in SHARED_SETTINGS
             if os.environ.get(k) != _state["env0"].get(k)]
-    return ([f"OpenBLAS cores: {'; '.join(found)}"] if found else []) + (
-        [f"set in the process after start: {', '.join(made)}"] if made else [])
+    process = f"{_state['process']}'s process"
+    return ([f"OpenBLAS cores in {process}: {'; '.join(found)}"] if found else []) + (
+        [f"set in {process} after start: {', '.join(made)}"] if made else [])
 
 
 def finish(summary: str = "") -> None:
@@ -511,7 +596,8 @@ def finish(summary: str = "") -> None:
         _state["notes"].append(summary)
     _state["notes"] += _settings()
     with open(_state["out"], "w") as f:
-        json.dump({"rows": _state["rows"], "notes": _state["notes"]}, f)
+        json.dump({"rows": _state["rows"], "notes": _state["notes"],
+                   "asked": _state["asked"]}, f)
 
 
 # ------------------------------------------------------------------ tables

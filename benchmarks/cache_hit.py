@@ -156,7 +156,8 @@ if PROBE:
 else:
     peers = [s for s in ("numba", "jax") if H.want(s)]
     for function in ("x+1", "resnet grad"):
-        measure("pullback", function, "pullback")
+        if H.want("pullback"):
+            measure("pullback", function, "pullback")
         for system in peers:
             if system == "numba" and function != "x+1":
                 continue  # Numba has no automatic differentiation

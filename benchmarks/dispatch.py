@@ -52,9 +52,9 @@ H.measure("pullback grad (built on every call)", "grad",
           lambda: pb.jit(pb.grad(sum_of_squares), backend="c")(x),
           check=lambda out: H.relerr(out, GRAD), kind="pullback", **TIMING)
 
+H.measure("Python call of an identity function", "call", lambda: identity(x), kind="bound",
+          **TIMING)
 if H.want("python"):
-    H.measure("Python call of an identity function", "call", lambda: identity(x),
-              kind="bound", **TIMING)
     H.measure("numpy x + 1", "call", lambda: plus_one(x), check=err, **TIMING)
 
 nb = H.optional("numba") if H.want("numba") else None

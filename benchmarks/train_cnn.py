@@ -80,8 +80,9 @@ MODEL = DigitsCNN.init(pb.random.key(0))
 ARRAYS = T.named_arrays(MODEL)  # conv1.weight [32, 1, 3, 3], ..., fc1.weight [1024, 128], ...
 
 # ------------------------------------------------------------------ torch: the reference
-torch = H.optional("torch")
-REF = None
+REF = H.shared("reference")  # the losses of torch eager in float64, made once per run
+torch = H.optional("torch") if H.want("torch") or H.want("torch.compile") or REF is None \
+    else None
 if torch is not None:
     import torch.nn.functional as F
 
@@ -111,8 +112,10 @@ if torch is not None:
     def torch_batches(dtype) -> list[tuple]:
         return [(torch.from_numpy(x).to(dtype), torch.from_numpy(y)) for x, y in BATCHES]
 
-    REF = T.losses(torch_step(torch.float64), torch_batches(torch.float64))
-else:
+    if REF is None:
+        REF = H.share("reference", T.losses(torch_step(torch.float64),
+                                            torch_batches(torch.float64)))
+elif REF is None:
     H.note("no float64 reference (torch is not installed): rel err not checked")
 
 # ------------------------------------------------------------------ the systems

@@ -78,8 +78,9 @@ def _arrays(model) -> dict[str, np.ndarray]:
 ARRAYS = {name: _arrays(model) for name, (model, _) in PB.items()}
 
 # ------------------------------------------------------------------ torch: the reference
-torch = H.optional("torch")
-REF = {name: None for name in PB}
+REF = H.shared("reference")  # the losses of torch eager in float64, made once per run
+torch = H.optional("torch") if H.want("torch") or H.want("torch.compile") or REF is None \
+    else None
 if torch is not None:
     import torch.nn.functional as F
 
@@ -164,8 +165,11 @@ if torch is not None:
         return T.torch_step(model, torch_loss, opt, clip=CLIP, compiled=compiled)
 
     TORCH_BATCHES = [tuple(torch.from_numpy(a) for a in batch) for batch in BATCHES]
-    REF = {name: T.losses(torch_step(name, torch.float64), TORCH_BATCHES) for name in PB}
-else:
+    if REF is None:
+        REF = H.share("reference", {name: T.losses(torch_step(name, torch.float64),
+                                                   TORCH_BATCHES) for name in PB})
+if REF is None:
+    REF = {name: None for name in PB}
     H.note("no float64 reference (torch is not installed): rel err not checked")
 
 # ------------------------------------------------------------------ jax

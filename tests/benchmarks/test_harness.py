@@ -21,7 +21,7 @@ def child(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """The harness's state as in a measuring process."""
     monkeypatch.setattr(H, "_state", {"rows": [], "notes": [], "threads": 1, "quick": True,
                                       "unit": "ms", "out": str(tmp_path / "rows.json"),
-                                      "env0": {}})
+                                      "env0": {}, "process": "numpy", "asked": []})
 
 
 def test_cpu_record_names_model_flags_and_count() -> None:
@@ -65,3 +65,36 @@ def test_kept_variant_holds_the_last_results_alive(child: None) -> None:
     peak[0] = 0
     H.measure("sys", "grad", fn, min_reps=8, max_reps=8, target_s=1e-9)
     assert peak[0] == 1
+
+
+def test_each_system_gets_a_process_of_its_own() -> None:
+    asked = ["numpy", "jax", "pullback", "jax", "torch", "torch.compile"]
+    assert H.processes(asked, None) == ["pullback", "numpy", "jax", "torch", "torch.compile"]
+    assert H.processes(asked, "torch,pullback") == ["pullback", "torch"]
+    assert H.processes(asked, "jax") == ["jax"]
+    assert H.processes([], None) == ["pullback"]
+
+
+@pytest.mark.parametrize(("process", "measured"), [
+    ("pullback", {"pb", "bound"}), ("torch", {"torch"}), ("jax", set()),
+    (H.REFERENCE, set())])
+def test_a_process_measures_only_its_own_rows(child: None, process: str,
+                                              measured: set[str]) -> None:
+    H._state["process"] = process
+    calls: list[str] = []
+    for system, kind in (("pb", "pullback"), ("bound", "bound")):
+        H.measure(system, "grad", lambda s=system: calls.append(s), kind=kind, min_reps=1,
+                  max_reps=1, target_s=1e-9)
+    if H.want("torch"):  # as the scripts guard their peers
+        H.measure("torch", "grad", lambda: calls.append("torch"), min_reps=1, max_reps=1,
+                  target_s=1e-9)
+    assert {r["system"] for r in H._state["rows"]} == set(calls) == measured
+    assert H._state["asked"] == ["torch"]
+
+
+def test_shared_values_reach_later_processes(monkeypatch: pytest.MonkeyPatch,
+                                             tmp_path: Path) -> None:
+    monkeypatch.setenv("PB_BENCH_SHARED", str(tmp_path))
+    assert H.shared("reference") is None
+    assert H.share("reference", {"lstm": [2.5, 1.25]}) == {"lstm": [2.5, 1.25]}
+    assert H.shared("reference") == {"lstm": [2.5, 1.25]}
