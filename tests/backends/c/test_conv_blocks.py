@@ -26,7 +26,8 @@ RNG = np.random.default_rng(31)
 BLOCK = 1 << 15
 
 #: x shape, w shape, keywords, the reference's stride, (lo, hi) pads, dilation, and the
-#: forward product's rows per block (whole blocks, then the rest; 8-byte elements):
+#: forward product's columns (output positions) per block (whole blocks, then the rest;
+#: 8-byte elements):
 #: 2d: 72 positions x 27 columns a image, 2 images a block, 5 = 2 + 2 + 1;
 #: 1 image, 1 channel, strided: one block of 506 rows;
 #: dilated, strided, padded unevenly: 40 x 24 a image, 4 a block, 9 = 4 + 4 + 1;
@@ -60,8 +61,8 @@ def test_blocked_conv_is_the_definition(name: str) -> None:
     jitted = pb.jit(lambda a, b: F.conv(a, b, **kw), backend="c")
     np.testing.assert_allclose(jitted(x, w), want, rtol=1e-12, atol=1e-12)
     module = c.source_of(jitted.lower(x, w).ir).module
-    rows = [s.m for f in module.funcs for s in walk(f.body) if isinstance(s, Gemm)]
-    assert rows == CASES[name][-1]
+    columns = [s.n for f in module.funcs for s in walk(f.body) if isinstance(s, Gemm)]
+    assert columns == CASES[name][-1]
 
 
 def test_blocked_conv_in_float32() -> None:

@@ -65,18 +65,17 @@ def op_conv(lw: Lowering, eqn: Eqn) -> None:
         _direct(lw, eqn)
 
 
-def _window_index(lw: Lowering, eqn: Eqn, ys: list[Expr], ws: list[Expr]) -> tuple:
-    """The lhs index (after batch and channel) that window offset ``ws`` of output
-    position ``ys`` reads, and the condition under which it falls on padding or between
-    dilated elements instead."""
+def _window_index(lw: Lowering, eqn: Eqn, qs: list[Expr]) -> tuple:
+    """The lhs index (after batch and channel) of padded, dilated position ``qs``, and
+    the condition under which it falls on padding or between dilated elements instead."""
     lhs = eqn.inputs[0]
     p = eqn.params
     at: list[Expr] = []
     skip: Expr | None = None
-    for d, (y, w) in enumerate(zip(ys, ws, strict=True)):
+    for d, q in enumerate(qs):
         t = lw.fresh("t")
         lo, ld = p["padding"][d][0], p["lhs_dilation"][d]
-        lw.add(Decl(t, "int64_t", y * p["strides"][d] + w * p["rhs_dilation"][d] - lo))
+        lw.add(Decl(t, "int64_t", q - lo))
         tv = Sym(t)
         out = Bin("||", Bin("<", tv, Int(0)), Bin(">=", tv, Int(dilated(lhs.type.shape[2 + d],
                                                                           ld))))
@@ -85,6 +84,53 @@ def _window_index(lw: Lowering, eqn: Eqn, ys: list[Expr], ws: list[Expr]) -> tup
         skip = out if skip is None else Bin("||", skip, out)
         at.append(Bin("/", tv, Int(ld)) if ld > 1 else tv)
     return at, skip
+
+
+def _positions(eqn: Eqn, ys: list[Expr], ws: list[Expr]) -> list[Expr]:
+    """The padded, dilated position window offset ``ws`` of output position ``ys``
+    reads: ``y * stride + w * rhs_dilation`` along each axis."""
+    p = eqn.params
+    return [y * s + w * r for y, w, s, r in zip(ys, ws, p["strides"], p["rhs_dilation"],
+                                                strict=True)]
+
+
+def _reach(eqn: Eqn) -> tuple[int, ...] | None:
+    """The padded, dilated positions the windows read along each axis, where the lhs
+    has to be copied padded and dilated first; None where they are the lhs's own."""
+    lhs, rhs = eqn.inputs
+    p = eqn.params
+    reach = tuple((y - 1) * s + (w - 1) * r + 1 for y, w, s, r in zip(
+        eqn.outputs[0].type.shape[2:], rhs.type.shape[2:], p["strides"], p["rhs_dilation"],
+        strict=True))
+    if all(lo == 0 and ld == 1 and q <= size for (lo, _), ld, q, size in zip(
+            p["padding"], p["lhs_dilation"], reach, lhs.type.shape[2:], strict=True)):
+        return None
+    return reach
+
+
+def _source(lw: Lowering, eqn: Eqn, padded: Expr | None, block: tuple[int, int],
+            image: Expr, channel: Expr) -> Callable[[Expr, Expr, list[Expr]], Expr]:
+    """How the window matrix of ``block`` (images, channels, from ``image`` and
+    ``channel``) reads image ``ni``, channel ``ci``, padded position ``qs`` of it: from
+    the lhs, or from ``padded``, the block copied padded and dilated here (the windows'
+    loops then test nothing)."""
+    lhs = eqn.inputs[0]
+    x = lw.buf(lhs)
+    if padded is None:
+        return lambda ni, ci, qs: Load(x, linear(lhs.type.shape, [image + ni, channel + ci,
+                                                                  *qs]))
+    shape = (*block, *_reach(eqn))  # type: ignore[misc]
+
+    def copy(idx: list[Expr]) -> None:
+        dest = Load(padded, linear(shape, idx))
+        lw.add(Set(dest, Const(0, lhs.type.dtype)))
+        at, skip = _window_index(lw, eqn, idx[2:])
+        lw.add(Skip(skip))  # type: ignore[arg-type]
+        lw.add(Set(dest, Load(x, linear(lhs.type.shape, [image + idx[0], channel + idx[1],
+                                                         *at]))))
+
+    lw.nd_loop(shape, copy, pragma=_threads(shape))
+    return lambda ni, ci, qs: Load(padded, linear(shape, [ni, ci, *qs]))
 
 
 def _as_product(lw: Lowering, eqn: Eqn, rows: int, depth: int) -> None:
@@ -96,47 +142,73 @@ def _as_product(lw: Lowering, eqn: Eqn, rows: int, depth: int) -> None:
     (out,) = eqn.outputs
     dt, ct = out.type.dtype, ctype(out.type.dtype)
     n, c = lhs.type.shape[:2]
-    o, positions = rhs.type.shape[0], math.prod(out.type.shape[2:])
+    spatial, window = out.type.shape[2:], rhs.type.shape[2:]
+    o, positions, taps = rhs.type.shape[0], math.prod(spatial), math.prod(window)
     k = lw.buf(rhs)
     lw.define(out)
     dest = lw.buf(out)
-    size = dt.np.itemsize
-    if rows >= depth:  # [n, o, y] from each block's product [images, y, o]
+    size, reach = dt.np.itemsize, _reach(eqn)
+    if rows >= depth:
         per = max(1, min(n, BLOCK_BYTES // (positions * depth * size)))
-        cols, prod = lw.scratch(ct, per * positions * depth), lw.scratch(ct, per * positions * o)
+        padded = None if reach is None else lw.scratch(ct, per * c * math.prod(reach))
+        cols = lw.scratch(ct, per * positions * depth)
+        prod = lw.scratch(ct, o * per * positions) if per > 1 else None
 
         def images(first: Expr, count: int) -> None:
-            _fill(lw, eqn, cols, (count, c), first, Int(0))
-            lw.add(Gemm(dt, 1, count * positions, o, depth, cols, False, k, True, prod,
-                        count * positions * o * depth > GEMM_INLINE_MAX_WORK[False]))
+            """The window matrix's transpose [c, *window, images, *out spatial] (its
+            rows are runs of an image row), times the kernel: [o, images, *spatial],
+            the block's outputs, once their images are put first."""
+            src = _source(lw, eqn, padded, (count, c), first, Int(0))
+            shape = (c, *window, count, *spatial)
+
+            def fill(idx: list[Expr]) -> None:
+                ci, ws, ni, ys = idx[0], idx[1:1 + len(window)], idx[1 + len(window)], \
+                    idx[2 + len(window):]
+                lw.add(Set(Load(cols, linear(shape, idx)), src(ni, ci, _positions(eqn, ys, ws))))
+
+            lw.nd_loop(shape, fill, pragma=_threads(shape))
+            at = dest + first * (o * positions) if prod is None else prod
+            lw.add(Gemm(dt, 1, o, count * positions, depth, k, False, cols, False, at,
+                        o * count * positions * depth > GEMM_INLINE_MAX_WORK[True]))
+            if prod is None:
+                return
 
             def back(idx: list[Expr]) -> None:
                 ni, oi, yi = idx
                 lw.add(Set(Load(dest, ((first + ni) * o + oi) * positions + yi),
-                           Load(prod, (ni * positions + yi) * o + oi)))
+                           Load(prod, (oi * count + ni) * positions + yi)))
 
-            lw.nd_loop((count, o, positions), back,
-                       pragma="parallel" if runs_parallel(count * o * positions) else "")
+            lw.nd_loop((count, o, positions), back, pragma=_threads((count, o, positions)))
 
         _blocks(lw, n, per, images)
         return
-    window = math.prod(rhs.type.shape[2:])
-    per = max(1, min(c, BLOCK_BYTES // (rows * window * size)))
-    cols, part = lw.scratch(ct, rows * per * window), lw.scratch(ct, o * per * window)
+    per = max(1, min(c, BLOCK_BYTES // (rows * taps * size)))
+    padded = None if reach is None else lw.scratch(ct, n * per * math.prod(reach))
+    cols, part = lw.scratch(ct, rows * per * taps), lw.scratch(ct, o * per * taps)
     prod = lw.scratch(ct, rows * o)
     lw.nd_loop((rows * o,), lambda i: lw.add(Set(Load(prod, i[0]), Const(0, dt))))
 
     def channels(first: Expr, count: int) -> None:
-        _fill(lw, eqn, cols, (n, count), Int(0), first)
+        """The window matrix [n, *out spatial, channels, *window] (its rows are runs of
+        an image row) times the block's channels of the kernel, added up."""
+        src = _source(lw, eqn, padded, (n, count), Int(0), first)
+        shape = (n, *spatial, count, *window)
 
-        def kernel(idx: list[Expr]) -> None:  # the block's channels of the kernel
+        def fill(idx: list[Expr]) -> None:
+            ni, ys, ci, ws = idx[0], idx[1:1 + len(spatial)], idx[1 + len(spatial)], \
+                idx[2 + len(spatial):]
+            lw.add(Set(Load(cols, linear(shape, idx)), src(ni, ci, _positions(eqn, ys, ws))))
+
+        lw.nd_loop(shape, fill, pragma=_threads(shape))
+
+        def kernel(idx: list[Expr]) -> None:
             oi, ci, wi = idx
-            lw.add(Set(Load(part, (oi * count + ci) * window + wi),
-                       Load(k, (oi * c + first + ci) * window + wi)))
+            lw.add(Set(Load(part, (oi * count + ci) * taps + wi),
+                       Load(k, (oi * c + first + ci) * taps + wi)))
 
-        lw.nd_loop((o, count, window), kernel)
-        lw.add(Gemm(dt, 1, rows, o, count * window, cols, False, part, True, prod,
-                    rows * o * count * window > GEMM_INLINE_MAX_WORK[False], addend=prod))
+        lw.nd_loop((o, count, taps), kernel)
+        lw.add(Gemm(dt, 1, rows, o, count * taps, cols, False, part, True, prod,
+                    rows * o * count * taps > GEMM_INLINE_MAX_WORK[False], addend=prod))
 
     _blocks(lw, c, per, channels)
 
@@ -145,8 +217,12 @@ def _as_product(lw: Lowering, eqn: Eqn, rows: int, depth: int) -> None:
         lw.add(Set(Load(dest, (ni * o + oi) * positions + yi),
                    Load(prod, (ni * positions + yi) * o + oi)))
 
-    lw.nd_loop((n, o, positions), back,
-               pragma="parallel" if runs_parallel(out.type.size) else "")
+    lw.nd_loop((n, o, positions), back, pragma=_threads(out.type.shape))
+
+
+def _threads(shape: tuple[int, ...]) -> str:
+    """The pragma of a loop nest over ``shape``: on every thread when long enough."""
+    return "parallel" if runs_parallel(math.prod(shape)) else ""
 
 
 def _blocks(lw: Lowering, total: int, per: int, block: Callable[[Expr, int], None]) -> None:
@@ -161,28 +237,6 @@ def _blocks(lw: Lowering, total: int, per: int, block: Callable[[Expr, int], Non
             block(Sym(b) * per, per)
     if rest:
         block(Int(whole * per), rest)
-
-
-def _fill(lw: Lowering, eqn: Eqn, cols: Expr, block: tuple[int, int], image: Expr,
-          channel: Expr) -> None:
-    """The window matrix of ``block`` (images, channels) starting at image ``image``
-    and channel ``channel``: row-major ``[images, *out spatial, channels, *window]``,
-    zeros where a window meets padding or falls between dilated elements."""
-    lhs, rhs = eqn.inputs
-    spatial, window = eqn.outputs[0].type.shape[2:], rhs.type.shape[2:]
-    shape = (block[0], *spatial, block[1], *window)
-
-    def fill(idx: list[Expr]) -> None:
-        ys, ci, ws = idx[1:1 + len(spatial)], idx[1 + len(spatial)], idx[2 + len(spatial):]
-        dest = Load(cols, linear(shape, idx))
-        lw.add(Set(dest, Const(0, eqn.outputs[0].type.dtype)))
-        at, skip = _window_index(lw, eqn, ys, ws)
-        if skip is not None:
-            lw.add(Skip(skip))
-        lw.add(Set(dest, Load(lw.buf(lhs), linear(lhs.type.shape,
-                                                  [image + idx[0], channel + ci, *at]))))
-
-    lw.nd_loop(shape, fill, pragma="parallel" if runs_parallel(math.prod(shape)) else "")
 
 
 def _direct(lw: Lowering, eqn: Eqn) -> None:
@@ -231,7 +285,7 @@ def _taps(lw: Lowering, eqn: Eqn, ys: list[Expr],
             w = lw.fresh("w")
             nest.enter_context(lw.loop(w, rhs.type.shape[2 + d]))
             ws.append(Sym(w))
-        at, skip = _window_index(lw, eqn, ys, ws)
+        at, skip = _window_index(lw, eqn, _positions(eqn, ys, ws))
         if skip is not None:
             lw.add(Skip(skip))
         tap([Sym(c), *at], [Sym(c), *ws])
