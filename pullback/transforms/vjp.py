@@ -160,7 +160,8 @@ class ReverseMode:
     def region(self, block: Block, in_varied: Sequence[bool], out_varied: Sequence[bool],
                outer: dict[int, Callable[[Atom | None], Atom]],
                index: TensorType | None = None, carried: int | None = None,
-               accumulate: Sequence[bool] = ()) -> tuple[Block, Block, list[int]]:
+               accumulate: Sequence[bool] = (), trips: int | None = None
+               ) -> tuple[Block, Block, list[int]]:
         """The forward and backward blocks of ``block``, and the shifted carries.
 
         forward: ``(*params, tape) -> (*results, tape)``, pushing its residuals;
@@ -169,7 +170,7 @@ class ReverseMode:
         ``accumulate`` (varied ones) get a running cotangent, passed after the results'
         cotangents, that the backward adds theirs into and returns.  ``outer[k](index)`` gives,
         inside the backward, the value of parameter k when it need not be pushed (it is
-        known outside).
+        known outside).  ``trips``: how many times the loop runs, when constant.
 
         For a loop body whose carried values start at parameter ``carried``: when the
         backward reads both a carried value at the start of an iteration and its new
@@ -207,7 +208,7 @@ class ReverseMode:
         prune(bwd)  # rules may compute what nobody reads: it must not cost a push
         defined = {id(p) for p in fparams} | {id(o) for e in fwd.eqns for o in e.outputs}
         residuals = [v for v in free_vars(bwd) if id(v) in defined and id(v) not in known]
-        residuals, again = _recomputed(fwd, residuals, known)
+        residuals, again = _recomputed(fwd, residuals, known, trips)
         pushed = {id(r) for r in residuals}
         shifted = [] if carried is None else [
             k for k, o in enumerate(outs) if isinstance(o, Var) and id(o) in pushed and
@@ -268,8 +269,9 @@ class ReverseMode:
         else:
             index = TensorType((), int64)
         every = eqn.params.get("checkpoint", 0)
+        trips = int(count.value) if is_for and isinstance(count, Lit) else None
         fwd, bwd, shifted = self.region(body, [False] * off + vcarry, vcarry, outer, index,
-                                        None if every else off)
+                                        None if every else off, trips=trips)
         if every:
             outs, counted = self._snapshots(ctx, eqn, bounds, xs, every)
             count = count if is_for else counted
@@ -655,6 +657,10 @@ _CHEAP = frozenset({"add", "sub", "mul", "neg", "abs", "sign", "max", "min", "co
 #: position NumPy's negative indices wrap to) is a handful; longer chains are pushed.
 _SCALAR_CHAIN = 12
 
+#: A loop reads a known array's elements again in its backward, instead of pushing what
+#: it made of them, when it runs at least 1 / _READ_RATIO times the array's size.
+_READ_RATIO = 8
+
 
 def _cheap(eqn: Eqn, scalar: bool = False) -> bool:
     """Whether ``eqn`` makes an array (or, with ``scalar``, a 0-d value) worth
@@ -668,40 +674,67 @@ def _cheap(eqn: Eqn, scalar: bool = False) -> bool:
         (kind == "elementwise" and eqn.op.name in _CHEAP)
 
 
-def _recomputed(fwd: Block, residuals: list[Var], known: dict[int, Atom]
-                ) -> tuple[list[Var], list[Eqn]]:
+def _recomputed(fwd: Block, residuals: list[Var], known: dict[int, Atom],
+                trips: int | None = None) -> tuple[list[Var], list[Eqn]]:
     """Split what the backward reads into the values to push and the equations it
     recomputes (in forward order).  Recomputed: a scalar made by a few cheap steps from
     known values and constants alone (a loop's index arithmetic: ``i - 1`` wrapped as
     NumPy wraps negative indices), which costs less than a push and a pop per
-    iteration; and an array made by a chain of cheap element-wise steps from pushed,
-    known or scalar values (other scalars are pushed: that costs next to nothing),
-    which is cheaper to compute again than to move through the tape twice."""
+    iteration; then, in a loop of ``trips`` iterations, a scalar made by cheap steps
+    from such indices and elements of arrays the loop only reads (a stencil's
+    ``u[i - 1] - 2 * u[i] + u[i + 1]``), which the backward reads again: no tape in the
+    loop at all, and the array is pushed at most once around the loop; and an array
+    made by a chain of cheap element-wise steps from pushed, known or scalar values
+    (other scalars are pushed: that costs next to nothing), which is cheaper to compute
+    again than to move through the tape twice."""
     made = {id(o): e for e in fwd.eqns for o in e.outputs}
     params = {id(p) for p in fwd.params}
     again: dict[int, Eqn] = {}
 
-    def derived(a: Atom, eqns: dict[int, Eqn]) -> bool:
+    def outside(a: Atom) -> bool:
+        return not isinstance(a, Var) or id(a) in known or \
+            (id(a) not in made and id(a) not in params)
+
+    def readable(eqn: Eqn) -> Eqn | None:
+        """The ``dynamic_slice`` of one element that ``eqn`` (its reshape to a 0-d
+        value) reads, when the array is known around a loop that runs at least
+        1 / ``_READ_RATIO`` times its size (so pushing it there costs less than a
+        push and a pop per iteration)."""
+        src = eqn.inputs[0] if eqn.op.name == "reshape" and \
+            eqn.outputs[0].type.shape == () else None
+        window = made.get(id(src)) if isinstance(src, Var) else None
+        if window is None or window.op.name != "dynamic_slice" or trips is None:
+            return None
+        arr = window.inputs[0]
+        return window if outside(arr) and arr.type.size <= _READ_RATIO * trips else None
+
+    def derived(a: Atom, eqns: dict[int, Eqn], reads: bool = False) -> bool:
         """Whether the scalar ``a`` follows from known values and constants by cheap
-        steps, noting them in ``eqns`` (at most ``_SCALAR_CHAIN`` of them)."""
-        if not isinstance(a, Var) or any(id(a) in d for d in (known, again, eqns)) or \
-                (id(a) not in made and id(a) not in params):  # read from outside
+        steps (with ``reads``, and elements of known arrays), noting them in ``eqns``
+        (at most ``_SCALAR_CHAIN`` of them, twice that with ``reads``)."""
+        if any(id(a) in d for d in (again, eqns)) or outside(a):
             return True
         eqn = made.get(id(a))
-        if eqn is None or not _cheap(eqn, scalar=True) or len(eqns) >= _SCALAR_CHAIN:
+        window = readable(eqn) if reads and eqn is not None else None
+        if eqn is None or not (window or _cheap(eqn, scalar=True)) or \
+                len(eqns) >= _SCALAR_CHAIN * (1 + reads):
             return False
         eqns[id(a)] = eqn
-        return all(derived(x, eqns) for x in eqn.inputs)
+        if window is not None:
+            eqns[id(window.outputs[0])] = window
+            return all(derived(x, eqns) for x in window.inputs[1:])
+        return all(derived(x, eqns, reads) for x in eqn.inputs)
 
     def recompute(r: Var, eqns: dict[int, Eqn]) -> None:
         again.update(eqns)
         pushed.discard(id(r))
 
     pushed = {id(r) for r in residuals}
-    for r in residuals:
-        eqns: dict[int, Eqn] = {}
-        if r.type.shape == () and derived(r, eqns):
-            recompute(r, eqns)
+    for reads in (False, True):  # index arithmetic first: element reads share it
+        for r in residuals:
+            eqns: dict[int, Eqn] = {}
+            if id(r) in pushed and r.type.shape == () and derived(r, eqns, reads):
+                recompute(r, eqns)
 
     def plan(a: Atom, eqns: dict[int, Eqn], scalars: dict[int, Var]) -> bool:
         """Whether the array ``a`` can be had in the backward, noting the equations to

@@ -5,10 +5,11 @@ stencil in nested loops.
 
 Gradients agree with float64 central differences of the plain function on both
 backends.  What keeps the gradient's cost near the forward's is checked on the program
-itself, not by timing: each inner iteration pushes one scalar onto the tape (its index
-arithmetic is recomputed in the backward), and no loop inside another loop allocates,
-copies or sweeps a whole array per iteration (a cotangent updated one element at a
-time, in place).
+itself, not by timing: an inner iteration pushes nothing onto the tape when what it
+saves can be read again from an array the loop only reads (its index arithmetic is
+recomputed in the backward), one scalar otherwise, and no loop inside another loop
+allocates, copies or sweeps a whole array per iteration (a cotangent updated one element
+at a time, in place).
 """
 
 from __future__ import annotations
@@ -121,17 +122,55 @@ def _loops(block: Block, depth: int = 0):
             yield from _loops(b, inner)
 
 
+def _pushed(f, depth, args=None):
+    """What the loop bodies ``depth`` loops deep (None: the innermost) push in the
+    gradient of ``f`` at ``args`` (else ``_args(f)``)."""
+    ir = pb.jit(pb.grad(f, argnums=(0, 1))).lower(*(args or _args(f))).ir
+    bodies = list(_loops(ir.block))
+    depth = max(d for _, d in bodies) if depth is None else depth
+    return [e.inputs[1] for body, d in bodies if d == depth for e in body.eqns
+            if e.op.name == "stack_push"]
+
+
 @pytest.mark.parametrize("f", [heat_copy, heat_2d], ids=lambda f: f.__name__)
-def test_an_inner_iteration_pushes_one_scalar(f):
-    """The stencil's inner iteration saves only what the derivative in alpha needs (the
-    Laplacian at i): the indices i - 1, i, i + 1 are recomputed from i, the arrays are
-    not saved at all."""
-    ir = pb.jit(pb.grad(f, argnums=(0, 1))).lower(*_args(f)).ir
-    innermost = max(d for _, d in _loops(ir.block))
-    for body, depth in _loops(ir.block):
-        if depth == innermost and any(e.op.name == "stack_push" for e in body.eqns):
-            pushed = [e.inputs[1] for e in body.eqns if e.op.name == "stack_push"]
-            assert [v.type.shape for v in pushed] == [()], pushed
+def test_an_inner_iteration_pushes_nothing(f):
+    """The stencil's inner iteration saves nothing: the Laplacian at i that the
+    derivative in alpha needs is read again from the step's array, which the time loop
+    pushes once per step; the indices i - 1, i, i + 1 are recomputed from i."""
+    assert _pushed(f, None) == []
+    assert [v.type.shape for v in _pushed(f, 1)] == [_args(f)[0].shape]
+
+
+def test_an_array_updated_in_place_is_not_read_again():
+    """Where the loop updates the array it reads (``u[i + 1]`` of ``heat_inplace``),
+    the backward cannot read it again: the iteration pushes the one scalar it needs."""
+    assert [v.type.shape for v in _pushed(heat_inplace, None)] == [()]
+
+
+def few_reads(x, alpha):
+    s = 0.0
+    y = x
+    for _ in range(2):
+        y = y * alpha
+        for i in range(3):
+            s = s + np.sin(y[i] * y[i + 1])
+    return s
+
+
+def test_a_loop_reading_few_elements_of_a_large_array_pushes_them():
+    """Reading ``y[i]`` again would cost pushing all of ``y`` per time step for three
+    reads: the inner iteration pushes its scalars instead, and the gradient is right."""
+    x = np.linspace(0.1, 1.0, 100)
+    inner = _pushed(few_reads, None, (x, 0.9))
+    assert inner and all(v.type.shape == () for v in inner)
+    gx, ga = pb.jit(pb.grad(few_reads, argnums=(0, 1)), backend="c")(x, 0.9)
+    eps = 1e-6
+    e = np.zeros_like(x)
+    for k in range(5):
+        e[:] = 0.0
+        e[k] = eps
+        assert abs(gx[k] - (few_reads(x + e, 0.9) - few_reads(x - e, 0.9)) / (2 * eps)) < 1e-7
+    assert abs(ga - (few_reads(x, 0.9 + eps) - few_reads(x, 0.9 - eps)) / (2 * eps)) < 1e-7
 
 
 _WHOLE = re.compile(r"\balloc |= copy |\bkernel\b")
