@@ -142,12 +142,12 @@ def control(x, n):
 
 
 def test_control_flow_stays_structured():
-    x = RNG.standard_normal(5) + 3
-    module, text, jitted = _loops(control, x, 3)
+    x, n = RNG.standard_normal(5) + 3, np.int64(3)  # a run-time trip count: a Range
+    module, text, jitted = _loops(control, x, n)
     kinds = {type(s) for s in _stmts(module)}
     assert {Range, Forever, Break, If} <= kinds
     assert "loop:" in text and "break unless" in text and "else:" in text
-    np.testing.assert_allclose(jitted(x, 3), control(x, 3))
+    np.testing.assert_allclose(jitted(x, n), control(x, n))
 
 
 def test_an_index_out_of_range_raises_in_loop_ir():

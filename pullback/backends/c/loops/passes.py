@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from .arena import place_arena
+from .counted import count_short_ranges
 from .ir import PARALLEL_MIN, LoopFunc, LoopModule
 from .panels import panel_products
 from .splitting import split_kernels
@@ -30,6 +31,10 @@ def _arena(func: LoopFunc, _: Parallel) -> None:
     place_arena(func)
 
 
+def _counted(func: LoopFunc, _: Parallel) -> None:
+    func.body = count_short_ranges(func.body)
+
+
 #: Each pass rewrites one function in place, told which loop lengths run on every thread
 #: (``build/threads.runs_parallel``, as lowering asked it).
 LOOP_PASSES: list[tuple[str, Callable[[LoopFunc, Parallel], None]]] = [
@@ -37,6 +42,7 @@ LOOP_PASSES: list[tuple[str, Callable[[LoopFunc, Parallel], None]]] = [
     ("transposed", _transposed),  # products read by whole columns computed transposed
     ("split", _split),  # kernels choosing by index split into stretches
     ("arena", _arena),  # the entry's top-level buffers placed on the call's arena
+    ("counted", _counted),  # short constant-bound program loops stop polling for Ctrl-C
 ]
 
 
