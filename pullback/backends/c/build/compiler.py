@@ -40,7 +40,7 @@ import numpy
 
 from .... import config
 from ....errors import CompileError
-from . import cache, libraries, tuning
+from . import cache, libraries, tuning, units
 
 if TYPE_CHECKING:  # concurrent.futures is imported when a build needs it (12 ms)
     from concurrent.futures import Future, ThreadPoolExecutor
@@ -527,9 +527,10 @@ def _compile(command: list[str], ldflags: list[str], source: str, module_name: s
              prelude: Path | None = None) -> None:
     """Compile source into the shared object out, in a scratch directory removed however
     the build ends (Ctrl-C included) but for a failed compile, whose source is kept and
-    said where.  With builds pending (the libraries it links), compile to an object
-    file, wait for them, then link.  ``prelude``: the precompiled prelude, linked in
-    beside its header."""
+    said where.  A source the emitter marked (``units``) compiles as one translation unit
+    per usable core, at once, and they are linked; with builds pending (the libraries it
+    links), it compiles to object files, waits for them, then links.  ``prelude``: the
+    precompiled prelude, linked in beside its header."""
     with cache.scratch(module_name, keep_on=BuildError) as build_dir:
         for name, text in headers.items():
             (build_dir / name).write_text(text)
@@ -537,19 +538,54 @@ def _compile(command: list[str], ldflags: list[str], source: str, module_name: s
             (build_dir / _GCH).symlink_to(prelude)
         source_path = build_dir / f"{module_name}.c"
         source_path.write_text(source)
-        steps = [[*command, source_path.name, "-o", str(out), *ldflags]]
-        if pending:
-            steps = [[*command, "-c", source_path.name, "-o", f"{module_name}.o"],
-                     [*command, f"{module_name}.o", "-o", str(out), *ldflags]]
-        for k, argv in enumerate(steps):
-            if k:
-                _finish(pending)
-            proc = _run(argv, build_dir)
-            if proc.returncode != 0:
-                raise BuildError(_failure_message(argv, proc, source_path),
-                                 hint="check $PULLBACK_CC and $PULLBACK_CFLAGS; if they are "
-                                      "not the cause, this is a pullback bug: please report "
-                                      "it with the source file")
+        pieces = units.units(source, units.usable_cores())
+        if len(pieces) == 1 and not pending:
+            _check(_run([*command, source_path.name, "-o", str(out), *ldflags], build_dir),
+                   source_path)
+            return
+        names = [source_path.name]
+        if len(pieces) > 1:
+            command = [*command, units.PART_FLAG]
+            names = [f"{module_name}.unit{k}.c" for k in range(len(pieces))]
+            for name, text in zip(names, pieces, strict=True):
+                (build_dir / name).write_text(text)
+        objects = [f"{name[:-2]}.o" for name in names]
+        for proc in _run_at_once(
+                [[*command, "-c", name, "-o", obj] for name, obj in zip(names, objects,
+                                                                        strict=True)],
+                build_dir):
+            _check(proc, source_path)
+        _finish(pending)
+        _check(_run([*command, *objects, "-o", str(out), *ldflags], build_dir), source_path)
+
+
+def _check(proc: subprocess.CompletedProcess[str], source_path: Path) -> None:
+    """Raise BuildError unless the compiler succeeded."""
+    if proc.returncode != 0:
+        raise BuildError(_failure_message(proc.args, proc, source_path),
+                         hint="check $PULLBACK_CC and $PULLBACK_CFLAGS; if they are "
+                              "not the cause, this is a pullback bug: please report "
+                              "it with the source file")
+
+
+def _run_at_once(commands: list[list[str]], cwd: Path
+                 ) -> list[subprocess.CompletedProcess[str]]:
+    """Run the compiler with each argument list at once, in cwd (as ``_run``); those
+    still running when this is interrupted are killed (their directory goes)."""
+    env = {**os.environ, "TMPDIR": str(cwd)}
+    procs: list[subprocess.Popen[str]] = []
+    try:
+        for argv in commands:
+            procs.append(subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE,
+                                          stderr=subprocess.PIPE, text=True))
+        outputs = [proc.communicate() for proc in procs]
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    return [subprocess.CompletedProcess(argv, proc.returncode, *output)
+            for argv, proc, output in zip(commands, procs, outputs, strict=True)]
 
 
 def _run(argv: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:

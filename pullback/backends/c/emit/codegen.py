@@ -12,9 +12,11 @@ import math
 import numpy as np
 
 from ....ir.types import DType, StackType, float64
+from ..build.units import MARK, PART
 from ..loops import ir as L
 from ..loops.ir import Unsupported, ctype
 from ..loops.printer import ExprPrinter
+from .parts import TopVar, outline
 
 BLAS_PREFIX = "scipy_"
 
@@ -144,6 +146,10 @@ class _C(ExprPrinter):
         self.depth = 1
         self.vector = 0  # inside this many loops with a pragma (SIMD: libmvec math)
         self.polls = False  # a loop on data polls for Ctrl-C (``loop_on_data``)
+        self.top: dict[str, TopVar] = {}  # variables declared at the body's top level
+        self.assigned: set[str] = set()  # variables assigned after their declaration
+        self.index = -1  # the top-level statement being printed
+        self.parts: list[str] = []  # the parts the functions printed were cut into
 
     def line(self, text: str) -> None:
         self.lines.append("    " * self.depth + text)
@@ -207,6 +213,15 @@ class _C(ExprPrinter):
         self.depth -= 1
         self.line("}")
 
+    def declare(self, name: str, ctype: str, again: str | None = None) -> None:
+        """Note a variable declared, for the parts a large function is cut into."""
+        if self.depth == 1:
+            self.top[name] = TopVar(ctype, self.index, again)
+
+    def assign(self, target: str) -> None:
+        if target.isidentifier():
+            self.assigned.add(target)
+
     def block(self, stmts: list[L.Stmt]) -> None:
         for s in stmts:
             self.stmt(s)
@@ -217,14 +232,18 @@ class _C(ExprPrinter):
             init = e(s.init) if s.init is not None else \
                 ("NULL" if s.ctype.endswith("*") else "0")
             sep = "" if s.ctype.endswith("*") else " "
+            self.declare(s.name, s.ctype)
             self.line(f"{s.ctype}{sep}{s.name} = {init};")
         elif isinstance(s, L.Set):
+            self.assign(e(s.target))
             self.line(f"{e(s.target)} {s.op} {e(s.value)};")
         elif isinstance(s, L.Alloc):
             if s.arena:
-                self.line(f"{s.ctype} *{s.name} = ({s.ctype} *)(pb_arena + {s.offset}); "
-                          f"PB_LIVE({s.name}, {max(s.count, 1)} * sizeof({s.ctype}));")
+                again = f"{s.ctype} *{s.name} = ({s.ctype} *)(pb_arena + {s.offset});"
+                self.declare(s.name, f"{s.ctype} *", again)
+                self.line(f"{again} PB_LIVE({s.name}, {max(s.count, 1)} * sizeof({s.ctype}));")
             else:
+                self.declare(s.name, f"{s.ctype} *")
                 self.line(f"{s.ctype} *{s.name} = ({s.ctype} *)pb_alloc(ctx, "
                           f"{max(s.count, 1)} * sizeof({s.ctype})); if (!{s.name}) goto oom;")
         elif isinstance(s, L.Free):
@@ -232,9 +251,11 @@ class _C(ExprPrinter):
                       f"pb_free(ctx, {s.name});")
         elif isinstance(s, L.Pointer):
             const = "const " if s.const else ""
-            self.line(f"{const}{s.ctype} *{s.name} = "
-                      f"{e(s.value) if s.value is not None else 'NULL'};")
+            line = f"{const}{s.ctype} *{s.name} = {e(s.value) if s.value is not None else 'NULL'};"
+            self.declare(s.name, f"{const}{s.ctype} *", line if s.value is not None else None)
+            self.line(line)
         elif isinstance(s, L.Move):
+            self.assign(e(s.dest))
             self.line(f"{e(s.dest)} = {e(s.src)};")
         elif isinstance(s, L.Copy):
             size = f"{s.count} * sizeof({s.ctype})"
@@ -242,6 +263,10 @@ class _C(ExprPrinter):
                 self.line(f"memcpy({s.dest}, {e(s.src)}, {size});")
                 return
             decl = f"{s.ctype} *" if s.declare else ""
+            if s.declare:
+                self.declare(s.dest, decl)
+            else:
+                self.assign(s.dest)
             self.line(f"{decl}{s.dest} = ({s.ctype} *)pb_copy(ctx, {e(s.src)}, {size});")
             self.line(f"if (!{s.dest}) goto oom;")
         elif isinstance(s, L.Loop):
@@ -348,21 +373,31 @@ class _C(ExprPrinter):
         if f.arena:
             self.line(f"char *pb_arena = (char *)pb_alloc(ctx, {f.arena});")
             self.line(f"if (!pb_arena) goto oom; PB_DEAD(pb_arena, {f.arena});")
-        self.block(f.body)
-        if self.polls:
+        head, stmts = len(self.lines), []
+        for self.index, s in enumerate(f.body):
+            start = len(self.lines)
+            self.stmt(s)
+            stmts.append(self.lines[start:])
+        tail = ["    return 0;", "oom:", '    return pb_fail(ctx, "MemoryError", "out of memory");',
+                "fail:", "    return 1;"]
+        cut = None if f.recursive else outline(
+            f.name, _params(f), [p.name for p in f.params], bool(f.arena),
+            self.lines[:head], stmts, self.top, self.assigned, tail)
+        if cut is not None:
+            self.lines, self.parts = cut
+        elif self.polls:
             self.lines.insert(0, "    int64_t pb_ticks = PB_POLL_TICKS;")
-        self.line("return 0;")
-        self.line("oom:")
-        self.line('return pb_fail(ctx, "MemoryError", "out of memory");')
-        self.line("fail:")
-        self.line("return 1;")
-        return "\n".join([prototype(f) + " {", *self.lines, "}", ""])
+        return "\n".join([prototype(f) + " {", *self.lines, *tail, "}", ""])
 
 
 def prototype(f: L.LoopFunc) -> str:
-    """``static int name(pb_ctx *ctx, operands..., result pointers...)``: an operand array
-    is a const pointer, a result array the caller's buffer (entry) or a pointer to one the
-    callee allocates."""
+    """``static int name(pb_ctx *ctx, operands..., result pointers...)``."""
+    return f"static int {f.name}(pb_ctx *ctx" + "".join(f", {p}" for p in _params(f)) + ")"
+
+
+def _params(f: L.LoopFunc) -> list[str]:
+    """A function's parameters after its context: an operand array is a const pointer, a
+    result array the caller's buffer (entry) or a pointer to one the callee allocates."""
     params = []
     for p in f.params:
         t = p.type
@@ -375,15 +410,23 @@ def prototype(f: L.LoopFunc) -> str:
             params.append(f"{ctype(t.dtype)} *{p.name}")
         else:
             params.append(f"{ctype(t.dtype)} **{p.name}")
-    return f"static int {f.name}(pb_ctx *ctx" + "".join(f", {p}" for p in params) + ")"
+    return params
 
 
 def generate(module: L.LoopModule) -> str:
-    """The C text of a loop module: its constant tables, prototypes, then functions."""
+    """The C text of a loop module: its constant tables, prototypes, then functions, and
+    the parts large functions were cut into, each after a ``MARK`` (the last line then
+    is one: the module's entry follows it)."""
     consts = [f"static const {ctype(dt)} {name}[] = "
               f"{{{', '.join(c_literal(v, dt) for v in values) or '0'}}};"
               for name, dt, values in module.consts]
     protos = [prototype(f) + ";" for f in module.funcs]
-    bodies = [_C().function(f) for f in module.funcs]
-    return "\n".join([*consts, "", *protos, "", *bodies])
+    printers = [_C() for _ in module.funcs]
+    bodies = [c.function(f) for c, f in zip(printers, module.funcs, strict=True)]
+    parts = [line for c in printers for line in c.parts]
+    if not parts:
+        return "\n".join([*consts, "", *protos, "", *bodies])
+    declared = [line.removesuffix(" {") + ";" for line in parts if line.startswith(f"{PART} int ")]
+    return "\n".join([*consts, "", f"#ifndef {PART}", f"#define {PART} static", "#endif",
+                      *protos, *declared, "", *bodies, MARK, *parts])
 
