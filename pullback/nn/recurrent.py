@@ -6,6 +6,14 @@ in torch's order (LSTM i, f, g, o; GRU r, z, n), so a torch checkpoint loads by
 transposing.  Each step is one fused product per weight; the gates are slices of it.
 A cell steps a batch ``x [B, F]``, state ``[B, H]``, or one example (``[F]``, ``[H]``).
 
+The input's part of the pre-activations does not depend on the state, so a sequence layer
+computes it for every step at once, ``xs [B, T, F] @ w_ih`` as one product before the time
+loop (as torch and cuDNN do), and its gradient in ``w_ih`` and ``xs`` is then one product
+over all steps after the backward loop instead of one small one per step; only
+``h @ w_hh`` stays in the loop.  Where the hidden bias adds straight to the pre-activation
+(RNN, LSTM) it joins the input's bias there, so each step adds one precomputed array to
+its product (the backend folds that add into the product's store).
+
 A sequence layer is a Python ``for`` loop over the time axis that writes each step's
 output into a preallocated array.  Staged, that loop stays a loop (a list of outputs
 stacked at the end would unroll it: staging the gradient of a 100-step LSTM took 10 s
@@ -36,6 +44,9 @@ class _Cell:
     b_hh: Any
 
     gates: ClassVar[int]
+    #: whether ``b_hh`` adds to the pre-activation unscaled, so it can join ``b_ih``
+    #: (not in the GRU, whose reset gate scales the hidden part after its bias)
+    hidden_bias_joins: ClassVar[bool] = True
 
     @classmethod
     def init(cls, key: Any, input_size: int, hidden_size: int, *, bias: bool = True,
@@ -56,15 +67,27 @@ class _Cell:
     def hidden_size(self) -> int:
         return self.w_hh.shape[0]
 
-    def _input_part(self, x: Any) -> Any:
-        """``x @ w_ih + b_ih``: every gate's pre-activation from the input."""
+    def input_part(self, x: Any) -> Any:
+        """``x @ w_ih + b_ih`` (``+ b_hh`` where it joins): every gate's pre-activation
+        from the input ``x [..., F]``, for one step or for a whole sequence at once."""
         y = x @ self.w_ih
-        return y if self.b_ih is None else y + self.b_ih
+        for b in (self.b_ih, self.b_hh if self.hidden_bias_joins else None):
+            if b is not None:
+                y = y + b
+        return y
 
     def _hidden_part(self, h: Any) -> Any:
-        """``h @ w_hh + b_hh``: every gate's pre-activation from the hidden state."""
+        """``h @ w_hh`` (``+ b_hh`` where it did not join the input's part)."""
         y = h @ self.w_hh
-        return y if self.b_hh is None else y + self.b_hh
+        return y if self.b_hh is None or self.hidden_bias_joins else y + self.b_hh
+
+    def __call__(self, x: Any, state: Any) -> Any:
+        """One step from the input ``x``."""
+        return self.step(self.input_part(x), state)
+
+    def step(self, xw: Any, state: Any) -> Any:
+        """One step from the input's part of the pre-activations, ``input_part(x)``."""
+        raise NotImplementedError
 
     def _zeros(self, batch: int) -> Any:
         return np.zeros((batch, self.hidden_size), self.w_hh.dtype)
@@ -85,8 +108,8 @@ class RNNCell(_Cell):
 
     gates: ClassVar[int] = 1
 
-    def __call__(self, x: Any, h: Any) -> Any:
-        return np.tanh(self._input_part(x) + self._hidden_part(h))
+    def step(self, xw: Any, h: Any) -> Any:
+        return np.tanh(xw + self._hidden_part(h))
 
 
 @dataclasses.dataclass
@@ -102,10 +125,10 @@ class LSTMCell(_Cell):
     def output(state: tuple[Any, Any]) -> Any:
         return state[0]
 
-    def __call__(self, x: Any, state: tuple[Any, Any]) -> tuple[Any, Any]:
+    def step(self, xw: Any, state: tuple[Any, Any]) -> tuple[Any, Any]:
         h, c = state
         n = self.hidden_size
-        z = self._input_part(x) + self._hidden_part(h)
+        z = xw + self._hidden_part(h)
         i = sigmoid(z[..., :n])
         f = sigmoid(z[..., n:2 * n])
         g = np.tanh(z[..., 2 * n:3 * n])
@@ -121,10 +144,10 @@ class GRUCell(_Cell):
     the input and hidden products stay apart for the last third of the gates."""
 
     gates: ClassVar[int] = 3
+    hidden_bias_joins: ClassVar[bool] = False
 
-    def __call__(self, x: Any, h: Any) -> Any:
+    def step(self, gi: Any, h: Any) -> Any:
         n = self.hidden_size
-        gi = self._input_part(x)
         gh = self._hidden_part(h)
         rz = sigmoid(gi[..., :2 * n] + gh[..., :2 * n])
         r, z = rz[..., :n], rz[..., n:]
@@ -152,12 +175,13 @@ class _Sequence:
             state = self.cell.initial_state(batch)
         # The first step fixes the state's dtype (NumPy's promotion of the inputs, weights
         # and initial state), so the loop's carried state and the outputs keep one type.
-        state = self.cell(xs[:, 0], state)
+        xw = self.cell.input_part(xs)
+        state = self.cell.step(xw[:, 0], state)
         first = self.cell.output(state)
         ys = np.empty((batch, steps, first.shape[-1]), first.dtype)
         ys[:, 0] = first
         for t in range(1, steps):
-            state = self.cell(xs[:, t], state)
+            state = self.cell.step(xw[:, t], state)
             ys[:, t] = self.cell.output(state)
         return ys, state
 

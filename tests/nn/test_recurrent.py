@@ -15,7 +15,7 @@ import pytest
 import pullback as pb
 from pullback import nn
 
-from .test_losses import assert_grads_match
+from .test_losses import assert_grads_match, differences
 
 RNG = np.random.default_rng(7)
 IN, HID, BATCH, STEPS = 3, 4, 2, 4
@@ -216,3 +216,62 @@ def test_language_model_gradient_on_c() -> None:
                  pb.grad(pb.jit(lm_loss, backend="c"))):
         for g, w in zip(pb.tree_leaves(grad(model, tokens)), want, strict=True):
             np.testing.assert_allclose(g, w, rtol=1e-10, atol=1e-13)
+
+
+SHAPES = [(1, 1), (1, 5), (3, 1), (3, 5)]  # (batch, steps)
+
+
+def lengths_and_batches_loss(layer: Any, xs: np.ndarray, state: Any) -> Any:
+    """``sequence_loss`` weighing each step differently, so a step's input product landing
+    on another step (the layer computes every step's ``x @ w_ih`` before the loop) shows."""
+    ys, last = layer(xs, state)
+    weights = np.arange(1, ys.shape[1] + 1)[:, None]
+    return np.sum(np.sin(ys) * weights) + sum(np.sum(s * s) for s in pb.tree_leaves(last))
+
+
+def random_state_for(name: str, batch: int) -> Any:
+    if name == "lstm":
+        return RNG.normal(size=(batch, HID)), RNG.normal(size=(batch, HID))
+    return RNG.normal(size=(batch, HID))
+
+
+@pytest.mark.parametrize("batch,steps", SHAPES)
+@pytest.mark.parametrize("name", LAYERS)
+def test_whole_sequence_input_product(name: str, batch: int, steps: int) -> None:
+    """The input products computed for the whole sequence at once give the textbook
+    step-by-step values, and gradients in every weight, bias, input and the initial
+    state equal central differences, for one and several steps and sequences."""
+    layer, xs = make(name), RNG.normal(size=(batch, steps, IN))
+    state = random_state_for(name, batch)
+    ys, last = layer(xs, state)
+    want_ys, want_last = reference_layer(layer, xs, state)
+    np.testing.assert_allclose(ys, want_ys, rtol=1e-12, atol=1e-14)
+    for got, want in zip(pb.tree_leaves(last), pb.tree_leaves(want_last), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14)
+    assert_grads_match(lengths_and_batches_loss, layer, xs, state)
+
+
+@pytest.mark.parametrize("batch,steps", [(1, 1), (3, 5)])
+def test_whole_sequence_input_product_on_c(batch: int, steps: int) -> None:
+    """The LSTM's gradient compiled for C (the input products one GEMM before the loop,
+    their gradients one after it) equals central differences."""
+    layer, xs = make("lstm"), RNG.normal(size=(batch, steps, IN))
+    state = random_state_for("lstm", batch)
+    args = (layer, xs, state)
+    got = pb.jit(pb.grad(lengths_and_batches_loss, argnums=(0, 1, 2)), backend="c")(*args)
+    want = differences(lengths_and_batches_loss, *args)
+    for g, w in zip(pb.tree_leaves(got), want, strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("name", LAYERS)
+@pytest.mark.parametrize("missing", ["b_ih", "b_hh"])
+def test_one_bias_missing(name: str, missing: str) -> None:
+    """A cell with only one of its biases computes as if the other were zero (the LSTM's
+    and RNN's hidden bias joins the input's, the GRU's stays in the hidden part)."""
+    layer = make(name)
+    without = dataclasses.replace(layer, cell=dataclasses.replace(layer.cell, **{missing: None}))
+    zero = dataclasses.replace(layer, cell=dataclasses.replace(
+        layer.cell, **{missing: np.zeros(layer.cell.w_hh.shape[1])}))
+    xs = RNG.normal(size=(BATCH, STEPS, IN))
+    np.testing.assert_array_equal(without(xs)[0], zero(xs)[0])
