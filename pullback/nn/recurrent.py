@@ -129,10 +129,13 @@ class LSTMCell(_Cell):
         h, c = state
         n = self.hidden_size
         z = xw + self._hidden_part(h)
-        i = sigmoid(z[..., :n])
-        f = sigmoid(z[..., n:2 * n])
-        g = np.tanh(z[..., 2 * n:3 * n])
-        o = sigmoid(z[..., 3 * n:])
+        # One tanh over all four gates, sigmoid(x) = (1 + tanh(x / 2)) / 2: the gates are
+        # one pass over z and their gradient reads one saved array (exp-based sigmoids
+        # kept three per gate on the tape).
+        half = np.repeat(np.array([0.5, 0.5, 1.0, 0.5], z.dtype), n)
+        gates = np.tanh(z * half) * half + (1 - half)
+        i, f = gates[..., :n], gates[..., n:2 * n]
+        g, o = gates[..., 2 * n:3 * n], gates[..., 3 * n:]
         c = f * c + i * g
         return o * np.tanh(c), c
 
