@@ -563,7 +563,8 @@ _WARM_UPS = {"pullback": _warm_pullback, "jax": _warm_jax, "numba": _warm_numba,
 
 
 #: Process-wide settings a library may make for the others as it loads.
-SHARED_SETTINGS = ("OPENBLAS_CORETYPE", "OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
+SHARED_SETTINGS = ("OPENBLAS_CORETYPE", "OMP_WAIT_POLICY", "GOMP_SPINCOUNT",
+                   "OPENBLAS_THREAD_TIMEOUT")
 
 
 def _settings() -> list[str]:

@@ -45,8 +45,9 @@ OpenBLAS take them once).
     default); ``off`` (or ``0``) keeps builds silent.
 
 Besides its own, pullback sets ``OMP_WAIT_POLICY`` or ``GOMP_SPINCOUNT`` where the user
-has set neither (``backends/c/build/compiler.py``); nothing that another library's BLAS
-in the process reads (``OPENBLAS_CORETYPE``).
+has set neither (``backends/c/build/compiler.py``), and ``OPENBLAS_THREAD_TIMEOUT`` (how
+long idle OpenBLAS threads spin, ``backends/c/build/threads.py``) where the user has not;
+nothing that chooses another library's BLAS kernels (``OPENBLAS_CORETYPE``).
 """
 
 from __future__ import annotations

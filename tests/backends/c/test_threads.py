@@ -6,6 +6,9 @@ lowering; and OpenBLAS's threaded products run as jobs on OpenMP's team (the glu
 from __future__ import annotations
 
 import ctypes
+import os
+import subprocess
+import sys
 import threading
 
 import numpy as np
@@ -133,3 +136,24 @@ def test_blas_jobs_run_at_once_each_on_its_own_thread():
     runner(1, JOB(job), count, ctypes.sizeof(ctypes.c_int64), ctypes.addressof(elements), 7)
     assert sorted(s[:3] for s in seen) == [(k, 10 * k, 7) for k in range(count)]
     assert len({s[3] for s in seen}) == count
+
+
+_BLAS_WAIT = """
+import os
+import pullback.backends.c.call.compiled  # what loads compiled modules
+with open("/proc/self/maps") as maps:
+    loaded = "libscipy_openblas.so" in maps.read()
+print(os.environ.get("OPENBLAS_THREAD_TIMEOUT"), loaded)
+"""
+
+
+@pytest.mark.parametrize(("user", "seen"), [(None, threads.BLAS_WAIT), ("24", "24")])
+def test_openblas_idle_threads_spin_briefly_unless_the_user_says(user, seen):
+    """OpenBLAS reads its threads' spin time once, as it loads: the backend sets it before
+    its first module links OpenBLAS in, and keeps a value the user set."""
+    env = {k: v for k, v in os.environ.items() if k != threads.BLAS_WAIT_ENV}
+    if user is not None:
+        env[threads.BLAS_WAIT_ENV] = user
+    out = subprocess.run([sys.executable, "-c", _BLAS_WAIT], env=env, capture_output=True,
+                         text=True, check=True).stdout.split()
+    assert out == [seen, "False"]

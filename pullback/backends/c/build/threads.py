@@ -1,7 +1,7 @@
-"""How many threads compiled code runs on, and the loop length from which a loop is
-worth running on all of them (``#pragma omp parallel``): measured once on this machine
-for that many threads (``tuning.parallel_min``), else ``PARALLEL_MIN`` (no compiler,
-one thread)."""
+"""How many threads compiled code runs on, the loop length from which a loop is worth
+running on all of them (``#pragma omp parallel``): measured once on this machine for that
+many threads (``tuning.parallel_min``), else ``PARALLEL_MIN`` (no compiler, one thread),
+and how long OpenBLAS's idle threads spin (``choose_blas_wait``)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,20 @@ from .... import config
 from . import compiler, tuning
 
 THREADS_ENV = "PULLBACK_NUM_THREADS"
+BLAS_WAIT_ENV = "OPENBLAS_THREAD_TIMEOUT"
+#: How long OpenBLAS's idle threads spin before they sleep: 2**16 cycles (tens of
+#: microseconds, enough for the next product of a run of them), not OpenBLAS's 2**28
+#: (about 0.1 s after every product, on a core that OpenMP's threads then share: on two
+#: cores a product then an 8M-element loop took 11.9 ms, 7.8 ms with 2**16, and a digits
+#: CNN training step 23-36 ms, 19-20 ms, 24 ms on one thread; AMD EPYC, 2 cores, AVX2,
+#: minima under SCHED_FIFO on a busy machine).
+BLAS_WAIT = "16"
+
+
+def choose_blas_wait() -> None:
+    """How long OpenBLAS's idle threads spin, read when pullback's OpenBLAS loads (after
+    this module's import: the first compiled module links it), unless the user set it."""
+    os.environ.setdefault(BLAS_WAIT_ENV, BLAS_WAIT)
 
 
 def team_size() -> int:
@@ -53,3 +67,6 @@ def runs_parallel(n: int) -> bool:
     shortest length measured never do, so a module without long loops (``x + 1``) does
     not wait for the measurement."""
     return n >= tuning.PARALLEL_SIZES[0] and n >= parallel_min()
+
+
+choose_blas_wait()  # before any module this backend builds loads OpenBLAS
