@@ -5,8 +5,9 @@ and what computed them with them."""
 
 from __future__ import annotations
 
-from ..ir.core import Block, Eqn
+from ..ir.core import Atom, Block, Eqn, Lit
 from ..ir.liveness import Effects, prune
+from ..ir.rewrite import substitute
 from ..ir.types import TensorType
 from .walk import FunctionPass, Rewriter
 
@@ -23,6 +24,39 @@ def _reads(block: Block, skip_results: bool = False) -> set[int]:
         for inner in e.blocks():
             seen |= _reads(inner)
     return seen
+
+
+def _runs_once_at_least(loop: Eqn) -> bool:
+    """Whether a ``for_loop``'s literal bounds give its body one iteration or more."""
+    bounds = loop.inputs[:3]
+    if loop.op.name != "for_loop" or not all(isinstance(b, Lit) for b in bounds):
+        return False
+    lo, hi, step = (int(b.value) for b in bounds)
+    return lo < hi if step > 0 else step < 0 and lo > hi
+
+
+def _share_equal_results(block: Block) -> None:
+    """Readers of a loop's result read another result equal to it: two carries that the
+    body yields the same value for are equal once it has run (``new = u.copy(); ...;
+    u = new`` carries both), so the one whose parameter the body never reads is left
+    to be dropped."""
+    for e in block.eqns:
+        for inner in e.blocks():
+            _share_equal_results(inner)
+        if not _runs_once_at_least(e):
+            continue
+        body: Block = e.params["body"]
+        inside = _reads(body, skip_results=True)
+        groups: dict[int, list[int]] = {}  # a yielded value: the carries it is yielded for
+        for j, r in enumerate(body.results):
+            groups.setdefault(id(r), []).append(j)
+        mapping: dict[int, Atom] = {}
+        for carries in groups.values():
+            unread = [j for j in carries if id(body.params[1 + j]) not in inside]
+            keep = next((j for j in carries if j not in unread), carries[0])
+            mapping.update((id(e.outputs[j]), e.outputs[keep]) for j in unread if j != keep)
+        if mapping:
+            substitute(block, mapping)
 
 
 def _drop_dead_carries(block: Block) -> bool:
@@ -63,6 +97,7 @@ def _drop_from(loop: Eqn, first_in: int, first_param: int, used: set[int]) -> bo
 
 
 def _dce(block: Block, rw: Rewriter) -> None:
+    _share_equal_results(block)
     prune(block, Effects())
     while _drop_dead_carries(block):
         prune(block, Effects())

@@ -2,9 +2,11 @@
 also when they are reached through blocks or calls; signatures stay, but for a loop's
 carried arrays that nothing reads."""
 
+import numpy as np
+
 from pullback.passes.dce import dce
 
-from .passcheck import check_pass
+from .passcheck import check_pass, golden
 
 
 def test_unread_equations_go_and_effects_stay():
@@ -224,3 +226,42 @@ def test_a_loops_carried_arrays_that_nothing_reads_go():
           return %3, %10
         }
     """)
+
+
+def test_a_loop_result_equal_to_another_is_read_through_it():
+    """``new = u.copy(); ...; u = new`` carries ``new`` and ``u``, yielded the same value:
+    once the body has run (literal bounds, one iteration or more) their results are
+    equal, so the code after the loop reads the carry the body reads and the other goes.
+    With bounds that may give no iteration (a run-time bound, or 3 to 3), the results
+    may differ (the carries' first values) and both stay."""
+    loop = """
+          %3:f64[3], %4:f64[3] = for_loop LO, HI, 1:i64[], %2, %0 {
+            body(%5:i64[], %6:f64[3], %7:f64[3]) {
+              %8:f64[3] = sin %7
+              yield %8, %8
+            }
+          }"""
+    source = """
+        func @f(%0:f64[3], %1:i64[]) -> (f64[]) {
+          %2:f64[3] = broadcast_in_dim 0.0:f64[] {shape=(3,), dims=()}""" + loop + """
+          %9:f64[3] = mul %3, %3
+          %10:f64[] = reduce_sum %9 {axes=(0,)}
+          return %10
+        }
+    """
+    check_pass(dce, source.replace("LO", "0:i64[]").replace("HI", "4:i64[]"), """
+        func @f(%0:f64[3], %1:i64[]) -> (f64[]) {
+          %2:f64[3] = for_loop 0:i64[], 4:i64[], 1:i64[], %0 {
+            body(%3:i64[], %4:f64[3]) {
+              %5:f64[3] = sin %4
+              yield %5
+            }
+          }
+          %6:f64[3] = mul %2, %2
+          %7:f64[] = reduce_sum %6 {axes=(0,)}
+          return %7
+        }
+    """)
+    for lo, hi in (("0:i64[]", "%1"), ("3:i64[]", "3:i64[]")):
+        kept = golden(source.replace("LO", lo).replace("HI", hi))
+        check_pass(dce, kept, kept, args=[np.array([0.1, 0.2, 0.3]), np.int64(0)])
