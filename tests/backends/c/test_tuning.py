@@ -103,3 +103,36 @@ def test_threads_wait_as_the_measured_gemm_choice_wants(cache_dir, monkeypatch):
     compiler.choose_threading()
     assert os.environ["GOMP_SPINCOUNT"] == compiler.SPIN
     assert "OMP_WAIT_POLICY" not in os.environ and "OPENBLAS_CORETYPE" not in os.environ
+
+
+_MEASURE_TOGETHER = """
+import json, os, sys, time
+from pullback.backends.c.build import tuning
+
+def measure():
+    with open(sys.argv[1], "a") as log:
+        log.write(f"{os.getpid()}\\n")
+    time.sleep(0.5)  # long enough for the other process to ask meanwhile
+    return {"choice": os.getpid()}
+
+print(json.dumps(tuning.measured("together", ["key"], measure)))
+"""
+
+
+def test_processes_starting_together_measure_once_and_read_one_answer(cache_dir, tmp_path):
+    """The parallel threshold differed between two xdist workers that measured it at
+    once (CI collected different tests in each): one process measures, the other waits
+    and reads its record."""
+    import subprocess
+    import sys
+
+    log = tmp_path / "measured"
+    script = tmp_path / "together.py"
+    script.write_text(_MEASURE_TOGETHER)
+    procs = [subprocess.Popen([sys.executable, str(script), str(log)], text=True,
+                              stdout=subprocess.PIPE, env=os.environ.copy())
+             for _ in range(2)]
+    answers = [p.communicate(timeout=60)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0]
+    assert len(log.read_text().split()) == 1
+    assert answers[0] == answers[1]

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import fcntl
 import functools
 import hashlib
 import importlib.machinery
@@ -164,6 +165,22 @@ def entry(key: str, name: str, build: Callable[[Path], None]) -> Path:
     if not _intact(path, key):
         _store(path, key, build)
     return path
+
+
+@contextlib.contextmanager
+def exclusive(key: str, name: str) -> Iterator[None]:
+    """Held by one process at a time for the entry of key (an advisory lock on a file
+    beside it): processes that start together then make one measurement and all read it,
+    instead of each measuring while the others load the machine (and each finding
+    another answer)."""
+    lock = _path(key, name).with_suffix(".lock")
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock, "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(held, fcntl.LOCK_UN)
 
 
 def read(key: str, name: str) -> bytes | None:

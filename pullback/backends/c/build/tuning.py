@@ -210,8 +210,9 @@ def choose_gemm(seconds: Mapping[tuple[int, int, int], Mapping[str, float]]) -> 
 def measured(what: str, key: Sequence[object], measure: Callable[[], dict]) -> dict:
     """The record of a measurement (``choice`` and what it measured), from the cache or
     made by ``measure``."""
-    path = cache.entry(cache.key("tuning", what, *key), f"tuning-{what}.json",
-                       lambda out: out.write_text(json.dumps(measure())))
+    entry, name = cache.key("tuning", what, *key), f"tuning-{what}.json"
+    with cache.exclusive(entry, name):  # one process measures, the others wait and read
+        path = cache.entry(entry, name, lambda out: out.write_text(json.dumps(measure())))
     return json.loads(cache.payload(path))
 
 
