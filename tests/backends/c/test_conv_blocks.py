@@ -30,16 +30,16 @@ BLOCK = 1 << 15
 #: 8-byte elements):
 #: 2d: 72 positions x 27 columns a image, 2 images a block, 5 = 2 + 2 + 1;
 #: 1 image, 1 channel, strided: one block of 506 rows;
-#: dilated, strided, padded unevenly: 40 x 24 a image, 4 a block, 9 = 4 + 4 + 1;
+#: dilated, strided, padded unevenly: 40 x 24 a image, 4 a block, 10 = 4 + 4 + 2;
 #: 1d: 60 x 20 a image, 3 a block, 7 = 3 + 3 + 1.
 CASES = {
     "2d": ((5, 3, 8, 9), (6, 3, 3, 3), {"padding": 1}, (1, 1), ((1, 1), (1, 1)), (1, 1),
            [144, 72]),
     "one_image_one_channel": ((1, 1, 44, 45), (8, 1, 3, 3), {"stride": 2, "padding": 1},
                               (2, 2), ((1, 1), (1, 1)), (1, 1), [506]),
-    "dilated": ((9, 4, 9, 10), (5, 4, 2, 3),
+    "dilated": ((10, 4, 9, 10), (5, 4, 2, 3),
                 {"dilation": (2, 1), "stride": (1, 2), "padding": ((1, 0), (0, 2))},
-                (1, 2), ((1, 0), (0, 2)), (2, 1), [160, 40]),
+                (1, 2), ((1, 0), (0, 2)), (2, 1), [160, 80]),
     "1d": ((7, 4, 60), (6, 4, 5), {"padding": 2}, (1,), ((2, 2),), (1,), [180, 60]),
 }
 

@@ -149,7 +149,7 @@ def _as_product(lw: Lowering, eqn: Eqn, rows: int, depth: int) -> None:
     dest = lw.buf(out)
     size, reach = dt.np.itemsize, _reach(eqn)
     if rows >= depth:
-        per = max(1, min(n, BLOCK_BYTES // (positions * depth * size)))
+        per = _even(n, BLOCK_BYTES // (positions * depth * size))
         padded = None if reach is None else lw.scratch(ct, per * c * math.prod(reach))
         cols = lw.scratch(ct, per * positions * depth)
         prod = lw.scratch(ct, o * per * positions) if per > 1 else None
@@ -182,9 +182,10 @@ def _as_product(lw: Lowering, eqn: Eqn, rows: int, depth: int) -> None:
 
         _blocks(lw, n, per, images)
         return
-    per = max(1, min(c, BLOCK_BYTES // (rows * taps * size)))
+    per = _even(c, BLOCK_BYTES // (rows * taps * size))
     padded = None if reach is None else lw.scratch(ct, n * per * math.prod(reach))
-    cols, part = lw.scratch(ct, rows * per * taps), lw.scratch(ct, o * per * taps)
+    cols = lw.scratch(ct, rows * per * taps)
+    part = lw.scratch(ct, o * per * taps) if per < c else k  # the block's kernel channels
     prod = lw.scratch(ct, rows * o)
     lw.nd_loop((rows * o,), lambda i: lw.add(Set(Load(prod, i[0]), Const(0, dt))))
 
@@ -206,7 +207,8 @@ def _as_product(lw: Lowering, eqn: Eqn, rows: int, depth: int) -> None:
             lw.add(Set(Load(part, (oi * count + ci) * taps + wi),
                        Load(k, (oi * c + first + ci) * taps + wi)))
 
-        lw.nd_loop((o, count, taps), kernel)
+        if per < c:
+            lw.nd_loop((o, count, taps), kernel)
         lw.add(Gemm(dt, 1, rows, o, count * taps, cols, False, part, True, prod,
                     rows * o * count * taps > GEMM_INLINE_MAX_WORK[False], addend=prod))
 
@@ -223,6 +225,13 @@ def _as_product(lw: Lowering, eqn: Eqn, rows: int, depth: int) -> None:
 def _threads(shape: tuple[int, ...]) -> str:
     """The pragma of a loop nest over ``shape``: on every thread when long enough."""
     return "parallel" if runs_parallel(math.prod(shape)) else ""
+
+
+def _even(total: int, most: int) -> int:
+    """Items a block of at most ``most`` (at least one) when ``total`` split into as few
+    blocks as that allows, as even as can be (the last no larger than the others)."""
+    most = max(1, min(total, most))
+    return -(-total // -(-total // most))
 
 
 def _blocks(lw: Lowering, total: int, per: int, block: Callable[[Expr, int], None]) -> None:
