@@ -5,9 +5,14 @@ Every output element is a sum over channels ``c`` and window offsets ``w`` of
 ``lhs'[n, c, y * stride + w * rhs_dilation] * rhs[o, c, w]`` (``lhs'`` padded and
 dilated), so a matrix with a row per image and output position ``(n, y)`` and a column
 per ``(c, w)`` times the kernel read as ``[o, (c, w)]`` is the convolution with the
-output's channels last: one ``Gemm`` at the library's speed on every thread instead of
-a scalar sum per element.  A loop nest fills the matrix (zeros where a window meets
-padding or falls between dilated elements) and another puts the channels back in place.
+output's channels last: a ``Gemm`` at the library's speed instead of a scalar sum per
+element.  The matrix is made and multiplied a block at a time, small enough to stay in
+the second-level cache from its filling to BLAS's packing of it (whole, a weight
+gradient's 9-19 MB matrix went to memory and back twice): blocks of images, each
+product written in the output's layout, or, where the matrix has more columns than rows
+(a weight gradient: a column per image and window position), blocks of channels whose
+products add up.  Each block's images are first copied padded and dilated, so the loops
+filling the matrix test nothing and copy runs of an image row.
 """
 
 from __future__ import annotations
@@ -15,9 +20,10 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from contextlib import ExitStack
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from ....ir.core import Eqn
+from ....ir.types import DType
 from ....ops.conv import dilated
 from ..build.threads import runs_parallel
 from ..loops.ir import (
@@ -44,7 +50,8 @@ if TYPE_CHECKING:
 #: Multiply-adds below which the loop nest stays (the matrix's copies would cost more
 #: than the product saves).
 MIN_WORK = 1 << 15
-#: Elements of the window matrix above which the loop nest stays (its memory).
+#: Elements of the smallest block's window matrix (one image's, or one channel's) above
+#: which the loop nest stays (its memory).
 MAX_COLUMNS = 1 << 26
 #: Bytes of the window matrix filled and multiplied at a time: a block that stays in the
 #: second-level cache (512 KiB to 1 MiB a core) from its filling to BLAS's packing of it.
@@ -56,10 +63,11 @@ def op_conv(lw: Lowering, eqn: Eqn) -> None:
     lhs, rhs = eqn.inputs
     (out,) = eqn.outputs
     n, c = lhs.type.shape[:2]
-    rows = n * math.prod(out.type.shape[2:])
-    depth = c * math.prod(rhs.type.shape[2:])
+    positions, taps = math.prod(out.type.shape[2:]), math.prod(rhs.type.shape[2:])
+    rows, depth = n * positions, c * taps
+    smallest = positions * depth if rows >= depth else rows * taps
     if lhs.type.dtype.is_float and out.type.size and \
-            out.type.size * depth >= MIN_WORK and rows * depth <= MAX_COLUMNS:
+            out.type.size * depth >= MIN_WORK and smallest <= MAX_COLUMNS:
         _as_product(lw, eqn, rows, depth)
     else:
         _direct(lw, eqn)
@@ -134,54 +142,83 @@ def _source(lw: Lowering, eqn: Eqn, padded: Expr | None, block: tuple[int, int],
 
 
 def _as_product(lw: Lowering, eqn: Eqn, rows: int, depth: int) -> None:
-    """The product a block at a time (each block's window matrix stays in the
-    second-level cache from its filling to BLAS's packing of it): blocks of images when
-    the matrix has more rows than columns, else blocks of channels, whose products add
-    up (a weight gradient's: few rows, a column per image and window position)."""
+    """The product a block at a time: blocks of images when the window matrix has more
+    rows than columns, else blocks of channels."""
+    k = lw.buf(eqn.inputs[1])
+    lw.define(eqn.outputs[0])
+    dest = lw.buf(eqn.outputs[0])
+    (_by_images if rows >= depth else _by_channels)(lw, eqn, k, dest)
+
+
+class _Sizes(NamedTuple):
+    """What both blockings read off a convolution: its dtype and C type, batch, channels,
+    out channels, output positions and window taps (and their shapes), element bytes."""
+
+    dt: DType
+    ct: str
+    n: int
+    c: int
+    o: int
+    positions: int
+    taps: int
+    spatial: tuple[int, ...]
+    window: tuple[int, ...]
+    size: int
+
+
+def _sizes(eqn: Eqn) -> _Sizes:
     lhs, rhs = eqn.inputs
-    (out,) = eqn.outputs
-    dt, ct = out.type.dtype, ctype(out.type.dtype)
-    n, c = lhs.type.shape[:2]
-    spatial, window = out.type.shape[2:], rhs.type.shape[2:]
-    o, positions, taps = rhs.type.shape[0], math.prod(spatial), math.prod(window)
-    k = lw.buf(rhs)
-    lw.define(out)
-    dest = lw.buf(out)
-    size, reach = dt.np.itemsize, _reach(eqn)
-    if rows >= depth:
-        per = _even(n, BLOCK_BYTES // (positions * depth * size))
-        padded = None if reach is None else lw.scratch(ct, per * c * math.prod(reach))
-        cols = lw.scratch(ct, per * positions * depth)
-        prod = lw.scratch(ct, o * per * positions) if per > 1 else None
+    spatial, window = eqn.outputs[0].type.shape[2:], rhs.type.shape[2:]
+    dt = lhs.type.dtype
+    return _Sizes(dt, ctype(dt), *lhs.type.shape[:2], rhs.type.shape[0], math.prod(spatial),
+                  math.prod(window), spatial, window, dt.np.itemsize)
 
-        def images(first: Expr, count: int) -> None:
-            """The window matrix's transpose [c, *window, images, *out spatial] (its
-            rows are runs of an image row), times the kernel: [o, images, *spatial],
-            the block's outputs, once their images are put first."""
-            src = _source(lw, eqn, padded, (count, c), first, Int(0))
-            shape = (c, *window, count, *spatial)
 
-            def fill(idx: list[Expr]) -> None:
-                ci, ws, ni, ys = idx[0], idx[1:1 + len(window)], idx[1 + len(window)], \
-                    idx[2 + len(window):]
-                lw.add(Set(Load(cols, linear(shape, idx)), src(ni, ci, _positions(eqn, ys, ws))))
+def _by_images(lw: Lowering, eqn: Eqn, k: Expr, dest: Expr) -> None:
+    """Per block of images, the window matrix's transpose [c, *window, images, *out
+    spatial] (its rows are runs of an image row), the kernel times it: [o, images,
+    *spatial], the block's outputs (in place for a one-image block), once their images
+    are put first."""
+    dt, ct, n, c, o, positions, taps, spatial, window, size = _sizes(eqn)
+    reach, depth = _reach(eqn), c * taps
+    per = _even(n, BLOCK_BYTES // (positions * depth * size))
+    padded = None if reach is None else lw.scratch(ct, per * c * math.prod(reach))
+    cols = lw.scratch(ct, per * positions * depth)
+    prod = lw.scratch(ct, o * per * positions) if per > 1 else None
 
-            lw.nd_loop(shape, fill, pragma=_threads(shape))
-            at = dest + first * (o * positions) if prod is None else prod
-            lw.add(Gemm(dt, 1, o, count * positions, depth, k, False, cols, False, at,
-                        o * count * positions * depth > GEMM_INLINE_MAX_WORK[True]))
-            if prod is None:
-                return
+    def images(first: Expr, count: int) -> None:
+        src = _source(lw, eqn, padded, (count, c), first, Int(0))
+        shape = (c, *window, count, *spatial)
 
-            def back(idx: list[Expr]) -> None:
-                ni, oi, yi = idx
-                lw.add(Set(Load(dest, ((first + ni) * o + oi) * positions + yi),
-                           Load(prod, (oi * count + ni) * positions + yi)))
+        def fill(idx: list[Expr]) -> None:
+            ci, ws, ni, ys = idx[0], idx[1:1 + len(window)], idx[1 + len(window)], \
+                idx[2 + len(window):]
+            lw.add(Set(Load(cols, linear(shape, idx)), src(ni, ci, _positions(eqn, ys, ws))))
 
-            lw.nd_loop((count, o, positions), back, pragma=_threads((count, o, positions)))
+        lw.nd_loop(shape, fill, pragma=_threads(shape))
+        at = dest + first * (o * positions) if prod is None else prod
+        lw.add(Gemm(dt, 1, o, count * positions, depth, k, False, cols, False, at,
+                    o * count * positions * depth > GEMM_INLINE_MAX_WORK[True]))
+        if prod is None:
+            return
 
-        _blocks(lw, n, per, images)
-        return
+        def back(idx: list[Expr]) -> None:
+            ni, oi, yi = idx
+            lw.add(Set(Load(dest, ((first + ni) * o + oi) * positions + yi),
+                       Load(prod, (oi * count + ni) * positions + yi)))
+
+        lw.nd_loop((count, o, positions), back, pragma=_threads((count, o, positions)))
+
+    _blocks(lw, n, per, images)
+
+
+def _by_channels(lw: Lowering, eqn: Eqn, k: Expr, dest: Expr) -> None:
+    """Per block of channels, the window matrix [n, *out spatial, channels, *window]
+    (its rows are runs of an image row) times the block's channels of the kernel, added
+    up, then the output's channels put in place: a weight gradient's product, few rows
+    and a column per image and window position."""
+    dt, ct, n, c, o, positions, taps, spatial, window, size = _sizes(eqn)
+    reach, rows = _reach(eqn), n * positions
     per = _even(c, BLOCK_BYTES // (rows * taps * size))
     padded = None if reach is None else lw.scratch(ct, n * per * math.prod(reach))
     cols = lw.scratch(ct, rows * per * taps)
@@ -190,8 +227,6 @@ def _as_product(lw: Lowering, eqn: Eqn, rows: int, depth: int) -> None:
     lw.nd_loop((rows * o,), lambda i: lw.add(Set(Load(prod, i[0]), Const(0, dt))))
 
     def channels(first: Expr, count: int) -> None:
-        """The window matrix [n, *out spatial, channels, *window] (its rows are runs of
-        an image row) times the block's channels of the kernel, added up."""
         src = _source(lw, eqn, padded, (n, count), Int(0), first)
         shape = (n, *spatial, count, *window)
 
@@ -219,7 +254,7 @@ def _as_product(lw: Lowering, eqn: Eqn, rows: int, depth: int) -> None:
         lw.add(Set(Load(dest, (ni * o + oi) * positions + yi),
                    Load(prod, (ni * positions + yi) * o + oi)))
 
-    lw.nd_loop((n, o, positions), back, pragma=_threads(out.type.shape))
+    lw.nd_loop((n, o, positions), back, pragma=_threads((n, o, positions)))
 
 
 def _threads(shape: tuple[int, ...]) -> str:
