@@ -358,7 +358,8 @@ class _C(ExprPrinter):
         self.line(f"if (pb_packed_gemm()) {loop}{{ if (pb_gemm_packed_{s.dtype.name}({args})) "
                   "goto oom; }")
         self.line("else {")
-        if s.addend is not None and s.addend is not s.c:  # BLAS adds into C itself
+        # BLAS adds into C itself (by name: a function cut into parts has new Syms)
+        if s.addend is not None and e(s.addend) != e(s.c):
             self.line(f"  memcpy({e(s.c)}, {e(s.addend)}, {s.batch * m * n} * sizeof({ct}));")
         beta = "0.0" if s.addend is None else "1.0"
         self.line(f"  {loop}{fn}(CblasRowMajor, {ta}, {tb}, {m}, {n}, {k}, {alpha}, {a}, "
