@@ -12,6 +12,7 @@ i]``, and the readers' loops vectorise.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import fields, replace
 
 from .ir import Alloc, Bin, Expr, Free, Gemm, Int, Load, Set, Stmt, Sym, children, map_stmt
@@ -23,19 +24,20 @@ def transpose_products(stmts: list[Stmt]) -> list[Stmt]:
     for s in stmts:
         for body in children(s):
             body[:] = transpose_products(body)
-    for g, s in enumerate(stmts):
-        if isinstance(s, Gemm) and _transposable(stmts, g):
-            name, m, n = s.c.name, s.m, s.n  # type: ignore[attr-defined]
-            stmts[g] = replace(s, m=n, n=m, a=s.b, trans_a=not s.trans_b, b=s.a,
-                               trans_b=not s.trans_a)
+    for g in _transposable(stmts):
+        s = stmts[g]
+        assert isinstance(s, Gemm) and isinstance(s.c, Sym)
+        name, m, n = s.c.name, s.m, s.n
+        stmts[g] = replace(s, m=n, n=m, a=s.b, trans_a=not s.trans_b, b=s.a,
+                           trans_b=not s.trans_a)
 
-            def renumber(e: Expr, name=name, m=m, n=n) -> Expr:
-                if isinstance(e, Load) and isinstance(e.ptr, Sym) and e.ptr.name == name:
-                    row, col = _row_and_column(e.index, n)  # type: ignore[misc]
-                    return replace(e, index=row + col * m if col else row)
-                return e
+        def renumber(e: Expr, name=name, m=m, n=n) -> Expr:
+            if isinstance(e, Load) and isinstance(e.ptr, Sym) and e.ptr.name == name:
+                row, col = _row_and_column(e.index, n)  # type: ignore[misc]
+                return replace(e, index=row + col * m if col else row)
+            return e
 
-            stmts[g + 1:] = [map_stmt(t, renumber) for t in stmts[g + 1:]]
+        stmts[g + 1:] = [map_stmt(t, renumber) for t in stmts[g + 1:]]
     return stmts
 
 
@@ -54,51 +56,66 @@ def _row_and_column(index: Expr, n: int) -> tuple[Expr, int] | None:
     return None
 
 
-def _transposable(stmts: list[Stmt], g: int) -> bool:
-    """Whether the product at ``g`` writes a buffer allocated in this statement list
-    that nothing else writes or reads before it, and that only loads of whole columns
-    read after it (at least one)."""
-    gemm = stmts[g]
-    assert isinstance(gemm, Gemm)
-    if not (isinstance(gemm.c, Sym) and gemm.batch == 1 and gemm.addend is None and
-            gemm.m > 1 and gemm.n > 1):
-        return False
-    name = gemm.c.name
-    if not any(isinstance(s, Alloc) and s.name == name for s in stmts[:g]):
-        return False
-    columns = 0
+def _transposable(stmts: list[Stmt]) -> list[int]:
+    """Where the products are that write a buffer allocated in this statement list that
+    nothing else writes or reads before them, and that only loads of whole columns read
+    after them (at least one).  One walk of the list answers for every product (renumbering
+    one product's reads leaves the others' uses as they were)."""
+    allocated: set[str] = set()
+    products: dict[str, tuple[int, int]] = {}  # buffer: the product's place, its n
+    for g, s in enumerate(stmts):
+        if isinstance(s, Alloc):
+            allocated.add(s.name)
+        elif isinstance(s, Gemm) and isinstance(s.c, Sym) and s.batch == 1 and \
+                s.addend is None and s.m > 1 and s.n > 1 and s.c.name in allocated:
+            products.setdefault(s.c.name, (g, s.n))
+    if not products:
+        return []
+    uses = _Uses(products)
     for j, s in enumerate(stmts):
-        if j == g or isinstance(s, (Alloc, Free)) and s.name == name:
-            continue
-        uses = _Uses(name, gemm.n)
-        uses.visit(s)
-        if uses.others or uses.columns and j < g:
-            return False
-        columns += uses.columns
-    return columns > 0
+        own = s.name if isinstance(s, (Alloc, Free)) else \
+            s.c.name if isinstance(s, Gemm) and isinstance(s.c, Sym) and \
+            products.get(s.c.name, (-1,))[0] == j else None
+        uses.visit(s, j, own)
+    return sorted(g for name, (g, _) in products.items()
+                  if uses.columns[name] and name not in uses.spoilt)
 
 
 class _Uses:
-    """The uses of buffer ``name`` in what ``visit`` is shown: loads of whole columns of
-    its ``n``, and any other (a store, another load, the pointer itself, the name)."""
+    """The uses of the products' buffers in what ``visit`` is shown (statement ``j``,
+    leaving out buffer ``own``, which that statement allocates, frees or computes): the
+    loads of whole columns of each, and the buffers used any other way (a store, another
+    load, the pointer itself, the name) or read before their product."""
 
-    def __init__(self, name: str, n: int) -> None:
-        self.name, self.n = name, n
-        self.columns = self.others = 0
+    def __init__(self, products: dict[str, tuple[int, int]]) -> None:
+        self.products = products
+        self.columns = dict.fromkeys(products, 0)
+        self.spoilt: set[str] = set()
 
-    def visit(self, x: object) -> None:
-        if isinstance(x, Load) and isinstance(x.ptr, Sym) and x.ptr.name == self.name \
-                and _row_and_column(x.index, self.n) is not None:
-            self.columns += 1
-            self.visit(x.index)
-        elif isinstance(x, Sym) or isinstance(x, str):
-            self.others += (x.name if isinstance(x, Sym) else x) == self.name
+    def visit(self, x: object, j: int, own: str | None) -> None:
+        if isinstance(x, Load) and isinstance(x.ptr, Sym) and x.ptr.name != own and \
+                x.ptr.name in self.products and \
+                _row_and_column(x.index, self.products[x.ptr.name][1]) is not None:
+            self.columns[x.ptr.name] += 1
+            if j < self.products[x.ptr.name][0]:
+                self.spoilt.add(x.ptr.name)
+            self.visit(x.index, j, own)
+        elif isinstance(x, (Sym, str)):
+            name = x.name if isinstance(x, Sym) else x
+            if name != own and name in self.products:
+                self.spoilt.add(name)
         elif isinstance(x, (list, tuple)):
             for y in x:
-                self.visit(y)
+                self.visit(y, j, own)
         elif isinstance(x, (Expr, Stmt)):
-            if isinstance(x, Set) and isinstance(x.target, Load):  # a store, not a load
-                self.others += isinstance(x.target.ptr, Sym) and \
-                    x.target.ptr.name == self.name
-            for f in fields(x):
-                self.visit(getattr(x, f.name))
+            if isinstance(x, Set) and isinstance(x.target, Load) and \
+                    isinstance(x.target.ptr, Sym) and x.target.ptr.name != own and \
+                    x.target.ptr.name in self.products:  # a store, not a load
+                self.spoilt.add(x.target.ptr.name)
+            for f in _fields(type(x)):
+                self.visit(getattr(x, f), j, own)
+
+
+@functools.cache
+def _fields(kind: type) -> tuple[str, ...]:
+    return tuple(f.name for f in fields(kind))
