@@ -57,7 +57,7 @@ _state: dict[str, Any] = {"rows": [], "notes": [], "threads": None, "quick": Fal
 #: The children of one thread count: the first measures no system (it computes the
 #: references the others share, ``shared``, and finds the peers the script asks about
 #: with ``want``), then pullback's process and one process per peer.  Pullback's process
-#: measures the ``pullback`` and ``bound`` rows (the bounds are pullback's: NumPy's BLAS
+#: measures the ``pullback``, ``bound`` and ``probe`` rows (the bounds are pullback's: NumPy's BLAS
 #: runs in its process anyway); a peer's process the ``peer`` rows its ``want`` guards.
 REFERENCE, PULLBACK = "reference", "pullback"
 
@@ -100,7 +100,7 @@ def want(system: str) -> bool:
 
 def _measures(kind: str) -> bool:
     """Whether this process records rows of ``kind`` (see ``REFERENCE``)."""
-    if kind in ("pullback", "bound"):
+    if kind in ("pullback", "bound", "probe"):  # probes measure the bounds
         return _state["process"] == PULLBACK
     return _state["process"] not in (PULLBACK, REFERENCE)
 

@@ -83,9 +83,10 @@ if nb is not None:
     copy.append(H.measure("numba prange copy (copy probe)", "copy",
                           lambda: nb_copy(x, dst), kind="probe"))
 H.measure("x.copy() (copy into a new array)", "copy", x.copy, kind="probe", keep=H.KEEP)
-read_bw = max(x.nbytes / r["median_s"] for r in read if r["median_s"])
-copy_bw = max(2 * x.nbytes / r["median_s"] for r in copy if r["median_s"])
-for keep, suffix in ((0, ""), (H.KEEP, " (kept)")):
+read_bw = max((x.nbytes / r["median_s"] for r in read if r["median_s"]), default=None)
+copy_bw = max((2 * x.nbytes / r["median_s"] for r in copy if r["median_s"]), default=None)
+for keep, suffix in ((0, ""), (H.KEEP, " (kept)")) if read_bw and copy_bw else ():
+    # the probes run in pullback's process, with its bounds
     for what in ("fwd", "mem fwd"):
         H.record("bound: read x", what + suffix, kind="bound", median_s=x.nbytes / read_bw,
                  note=f"4N bytes at {read_bw / 1e9:.1f} GB/s")
