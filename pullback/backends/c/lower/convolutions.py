@@ -188,14 +188,7 @@ def _by_images(lw: Lowering, eqn: Eqn, k: Expr, dest: Expr) -> None:
 
     def images(first: Expr, count: int) -> None:
         src = _source(lw, eqn, padded, (count, c), first, Int(0))
-        shape = (c, *window, count, *spatial)
-
-        def fill(idx: list[Expr]) -> None:
-            ci, ws, ni, ys = idx[0], idx[1:1 + len(window)], idx[1 + len(window)], \
-                idx[2 + len(window):]
-            lw.add(Set(Load(cols, linear(shape, idx)), src(ni, ci, _positions(eqn, ys, ws))))
-
-        lw.nd_loop(shape, fill, pragma=_threads(shape))
+        _fill(lw, eqn, cols, src, (c, *window, count, *spatial), channels_first=True)
         at = dest + first * (o * positions) if prod is None else prod
         lw.add(Gemm(dt, 1, o, count * positions, depth, k, False, cols, False, at,
                     o * count * positions * depth > GEMM_INLINE_MAX_WORK[True]))
@@ -228,14 +221,7 @@ def _by_channels(lw: Lowering, eqn: Eqn, k: Expr, dest: Expr) -> None:
 
     def channels(first: Expr, count: int) -> None:
         src = _source(lw, eqn, padded, (n, count), Int(0), first)
-        shape = (n, *spatial, count, *window)
-
-        def fill(idx: list[Expr]) -> None:
-            ni, ys, ci, ws = idx[0], idx[1:1 + len(spatial)], idx[1 + len(spatial)], \
-                idx[2 + len(spatial):]
-            lw.add(Set(Load(cols, linear(shape, idx)), src(ni, ci, _positions(eqn, ys, ws))))
-
-        lw.nd_loop(shape, fill, pragma=_threads(shape))
+        _fill(lw, eqn, cols, src, (n, *spatial, count, *window), channels_first=False)
 
         def kernel(idx: list[Expr]) -> None:
             oi, ci, wi = idx
@@ -255,6 +241,22 @@ def _by_channels(lw: Lowering, eqn: Eqn, k: Expr, dest: Expr) -> None:
                    Load(prod, (ni * positions + yi) * o + oi)))
 
     lw.nd_loop((n, o, positions), back, pragma=_threads((n, o, positions)))
+
+
+def _fill(lw: Lowering, eqn: Eqn, cols: Expr, src: Callable[[Expr, Expr, list[Expr]], Expr],
+          shape: tuple[int, ...], channels_first: bool) -> None:
+    """Fill the window matrix ``cols`` of ``shape`` from ``src(image, channel, input
+    positions)``: (channels, *window, images, *out spatial) for a block of images,
+    (images, *out spatial, channels, *window) for a block of channels."""
+    d = (len(shape) - 2) // 2  # the spatial dimensions
+
+    def fill(idx: list[Expr]) -> None:
+        outer, first, mid, second = idx[0], idx[1:1 + d], idx[1 + d], idx[2 + d:]
+        ni, ci, ys, ws = (mid, outer, second, first) if channels_first else \
+            (outer, mid, first, second)
+        lw.add(Set(Load(cols, linear(shape, idx)), src(ni, ci, _positions(eqn, ys, ws))))
+
+    lw.nd_loop(shape, fill, pragma=_threads(shape))
 
 
 def _threads(shape: tuple[int, ...]) -> str:
