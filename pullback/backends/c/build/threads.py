@@ -12,6 +12,7 @@ import threading
 
 from .... import config
 from . import compiler, tuning
+from .units import usable_cores
 
 THREADS_ENV = "PULLBACK_NUM_THREADS"
 BLAS_WAIT_ENV = "OPENBLAS_THREAD_TIMEOUT"
@@ -38,8 +39,7 @@ def team_size() -> int:
         return wanted
     with contextlib.suppress(ValueError):
         return max(1, int(os.environ.get("OMP_NUM_THREADS", "").split(",")[0]))
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else \
-        os.cpu_count() or 1
+    return usable_cores()
 
 
 #: Compiles on several threads (tiered) would measure at once, each slowing the other's
