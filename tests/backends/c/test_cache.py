@@ -111,7 +111,7 @@ def test_an_interrupted_build_leaves_no_files(tmp_path):
     fake_cc.chmod(0o755)
     proc = run(tmp_path, {"PULLBACK_CC": str(fake_cc), "PULLBACK_CACHE_DIR": str(directory),
                 "TMPDIR": str(temp)})
-    assert proc.returncode != 0 and "KeyboardInterrupt" in proc.stderr
+    assert proc.returncode != 0 and "KeyboardInterrupt" in proc.stderr, proc.stderr
     assert not list(temp.iterdir())
     assert not [p.name for p in directory.iterdir() if p.name.startswith(".")]
     assert not list(directory.glob("pb_*"))  # the module was not built
