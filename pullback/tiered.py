@@ -34,7 +34,7 @@ from concurrent.futures import Future
 from concurrent.futures import wait as _wait
 from typing import Any
 
-from . import background, config
+from . import config
 from .backends import interp
 from .ir.core import Func
 
@@ -103,7 +103,7 @@ def start(staged: Any) -> None:
     with _lock:
         entry = _pending.get(id(staged))
         if entry is not None and entry[2].ident is None:
-            background.start(entry[2])
+            entry[2].start()
 
 
 def ready(staged: Any) -> Future | None:

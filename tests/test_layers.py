@@ -8,15 +8,13 @@ circles check leaves them out (``ir/core.py`` names ``Op`` in annotations only).
 a submodule runs its package's ``__init__`` too; that is Python's doing, not an edge.
 
 The layers, bottom up, are those of the design map (a folder or module of ``pullback/``
-is a layer), with three modules placed lower than the map has them, because they
-import only the base and the layers below need them:
+is a layer), with two modules placed lower than the map has them, because they import
+only the base and the layers below need them:
 
 * ``keys`` (what makes two callables the same computation) imports only ``errors``; the
   frontend keys the values a function reads from outside with it (``frontend/outside.py``).
 * ``tracebacks`` (how errors leave the public functions) imports only ``config`` and
   ``errors``; ``api`` and ``derivatives`` use it.
-* ``background`` (pullback's own threads start with SIGINT blocked) imports nothing of
-  pullback; the C backend's builds and ``tiered`` start threads with it.
 """
 
 from __future__ import annotations
@@ -31,7 +29,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "pullback"  # read, never import
 
 #: Bottom up; a module may import from its own layer and the ones before it.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("errors", "config", "tree", "keys", "tracebacks", "background"),
+    ("errors", "config", "tree", "keys", "tracebacks"),
     ("ir",),
     ("ops",),
     ("numpy_api",),

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING
 
 import numpy
 
-from .... import background, config
+from .... import config
 from ....errors import CompileError
 from . import cache, libraries, tuning, units
 
@@ -320,8 +320,7 @@ def _start(entries: Sequence[tuple[str, str, Callable[[Path], None]]]) -> list[F
         for key, file, build in entries:
             job = _builds.get(key)
             if job is None:
-                job = _builds[key] = background.submit(_workers(), cache.entry, key, file,
-                                                       build)
+                job = _builds[key] = _workers().submit(cache.entry, key, file, build)
                 job.add_done_callback(functools.partial(_ended, key))
             jobs.append(job)
     return jobs
@@ -439,8 +438,8 @@ def _probing(argv: tuple[str, ...], version: str, cflags: tuple[str, ...]
     with _probes_lock:
         job = _probes.get((argv, version, cflags))
         if job is None or (job.done() and job.exception() is not None):
-            job = _probes[argv, version, cflags] = background.submit(
-                _workers(), _probe_and_measure, argv, version, cflags)
+            job = _probes[argv, version, cflags] = _workers().submit(
+                _probe_and_measure, argv, version, cflags)
         return job
 
 

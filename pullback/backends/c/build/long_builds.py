@@ -17,7 +17,7 @@ import threading
 from collections import Counter
 from collections.abc import Iterator
 
-from .... import background, config
+from .... import config
 from ....ir.core import Module
 from ..loops.ir import Unsupported
 
@@ -60,7 +60,7 @@ def reported(what: str) -> Iterator[None]:
         f"pullback: {what}; this build takes a while (PULLBACK_PROGRESS=off silences "
         "this)", file=sys.stderr, flush=True))
     timer.daemon = True
-    background.start(timer)
+    timer.start()
     try:
         yield
     finally:
