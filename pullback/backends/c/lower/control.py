@@ -251,29 +251,58 @@ def op_stack_new(lw: Lowering, eqn: Eqn) -> None:
     lw.add(If(Bin("==", name, Sym("NULL")), [Raise("MemoryError", "out of memory")]))
 
 
-def _tape_bytes(x: Atom) -> Expr:
-    return Int(x.type.size * x.type.dtype.np.itemsize)
+#: Arrays of at least so many bytes go on the tape as a pointer to a buffer of their own
+#: (``op_stack_push``): a pool buffer's header and the pointer add at most a tenth.
+BY_POINTER = 1024
+
+
+def _tape_bytes(x: Atom) -> int:
+    return x.type.size * x.type.dtype.np.itemsize
+
+
+def _by_pointer(x: Atom) -> bool:
+    return x.type.shape != () and _tape_bytes(x) >= BY_POINTER
+
+
+#: The bytes of a pointer on the tape.
+_POINTER = Fn("sizeof", (Sym("void *"),))
 
 
 @handles("stack_push")
 def op_stack_push(lw: Lowering, eqn: Eqn) -> None:
+    """A scalar's or small array's bytes are copied onto the tape; a larger array goes
+    as the pointer of a buffer of its own: the operand's, taken over when it dies here
+    (a loop's old state, a time step's saved array: nothing is copied), else a copy.
+    The tape owns that buffer until the pop hands it to its block, so no write or free
+    reaches it in between."""
     s, x = eqn.inputs
     name = lw.define(eqn.outputs[0])
-    t = x.type
-    src = lw.buf(x) if t.shape != () or isinstance(x, Lit) else Addr(lw.scalar(x))
     tape = Sym(lw.vars[id(s)])
-    lw.add(Runtime("pb_tape_push", (Sym("ctx"), tape, src, _tape_bytes(x)),
-                   ("", "")))
+    src = lw.buf(x) if x.type.shape != () or isinstance(x, Lit) else Addr(lw.scalar(x))
+    size: Expr = Int(_tape_bytes(x))
+    if _by_pointer(x):
+        held = lw.vars.get(id(x)) if isinstance(x, Var) else None
+        if lw.dying(held):
+            lw.take(held)
+        else:
+            held = lw.fresh("m")
+            lw.add(Copy(held, src, ctype(x.type.dtype), x.type.size, declare=True))
+        src, size = Addr(Sym(held)), _POINTER
+    lw.add(Runtime("pb_tape_push", (Sym("ctx"), tape, src, size), ("", "")))
     lw.add(Move(Sym(name), tape))
 
 
 @handles("stack_pop")
 def op_stack_pop(lw: Lowering, eqn: Eqn) -> None:
+    """A scalar or small array is copied off the tape; a larger array's buffer (its
+    pointer on the tape) passes to the open block, which owns it like a buffer it made
+    (``plan.memory`` never computes a popped value in another buffer)."""
     (s,) = eqn.inputs
     tape, x = eqn.outputs
     tname = lw.define(tape)
-    xname = lw.define(x)
-    dst = Sym(xname) if x.type.shape != () else Addr(Sym(xname))
+    moved = _by_pointer(x)
+    xname = lw.define(x, allocate=not moved)
+    dst = Sym(xname) if x.type.shape != () and not moved else Addr(Sym(xname))
     lw.add(Runtime("pb_tape_pop", (Sym("ctx"), Sym(lw.vars[id(s)]), dst,
-                                   _tape_bytes(x)), ("", "")))
+                                   _POINTER if moved else Int(_tape_bytes(x))), ("", "")))
     lw.add(Move(Sym(tname), Sym(lw.vars[id(s)])))

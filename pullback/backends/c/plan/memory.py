@@ -19,12 +19,17 @@ from ....ir.core import Atom, Block, Eqn, Var
 from ....ir.rewrite import block_readers, free_vars, read_counts
 from ....ir.types import TensorType
 
+#: Ops whose array results are buffers made elsewhere, which they hand over: a callee's
+#: results, and a popped array (the buffer that was pushed, ``lower.control``).  Such a
+#: result is never computed in another buffer.
+HANDED = ("call", "stack_pop")
+
 
 def destinations(blk: Block) -> dict[int, int]:
     """Array results of the entry block that an equation of it allocates (not a
     control-flow result, which moves in): each is computed straight into the caller's
     output buffer of the first result it is."""
-    made = {id(o) for e in blk.eqns if not e.op.blocks and e.op.name != "call"
+    made = {id(o) for e in blk.eqns if not e.op.blocks and e.op.name not in HANDED
             for o in e.outputs}
     dest: dict[int, int] = {}
     for k, r in enumerate(blk.results):
@@ -52,7 +57,7 @@ def placed_in_concats(blk: Block, fusible: Collection[int], dest: Mapping[int, i
     before the joined one all have size 1), made by an equation that allocates its
     result.  The concatenation then copies nothing for them."""
     made = {id(o): e for e in blk.eqns if not e.op.blocks and e.op.name not in
-            ("call", "reshape") for o in e.outputs}
+            (*HANDED, "reshape") for o in e.outputs}
     reads = read_counts(blk)
     reshaped = {id(e.outputs[0]): e.inputs[0] for e in blk.eqns if e.op.name == "reshape"}
     placed: dict[int, tuple[Var, int]] = {}
