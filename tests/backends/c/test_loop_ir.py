@@ -100,13 +100,13 @@ def mlp_layer(x, w, v):
 
 
 def test_products_are_library_calls_chosen_by_size():
-    x, w, v = RNG.standard_normal((256, 300)), RNG.standard_normal((300, 200)), \
-        RNG.standard_normal((200, 16))
+    x, w, v = RNG.standard_normal((256, 300)), RNG.standard_normal((300, 16)), \
+        RNG.standard_normal((16, 16))
     module, text, jitted = _loops(mlp_layer, x, w, v)
     gemms = [s for s in _stmts(module) if isinstance(s, Gemm)]
-    assert [(g.m, g.n, g.k, g.blas) for g in gemms] == [(256, 200, 300, True),
-                                                        (256, 16, 200, False)]
-    assert "gemm.blas float64 256x200x300" in text and "gemm.inline" in text
+    assert [(g.m, g.n, g.k, g.blas) for g in gemms] == [(256, 16, 300, True),
+                                                        (256, 16, 16, False)]
+    assert "gemm.blas float64 256x16x300" in text and "gemm.inline" in text
     np.testing.assert_allclose(jitted(x, w, v), mlp_layer(x, w, v), rtol=1e-10)
 
 

@@ -36,7 +36,16 @@ if TYPE_CHECKING:
 #: (``pb_gemm_*``) rather than a BLAS call whose packing and dispatch cost more, by the
 #: layout of B, measured against OpenBLAS on 1 and 2 threads: a row-major B at least two
 #: vectors wide runs as register tiles straight from B; others are first copied in panels.
-GEMM_INLINE_MAX_WORK = {True: 1 << 20, False: 1 << 15}
+#: Re-measured for issue 24 (AMD EPYC, AVX2, OpenBLAS Haswell, CPU time of 100 calls):
+#: from 16 rows up OpenBLAS is faster from 2^17 (32x64x64: 8.9 us against 10.6; the RNN's
+#: 16x128x128: 10.8 against 12.7), the inline kernel up to 2^16 (16x64x64: 6.3 against 6.7).
+GEMM_INLINE_MAX_WORK = {True: 1 << 16, False: 1 << 15}
+
+#: Products of at most this many rows (a vector or a few, times a matrix) run as the inline
+#: kernel up to ``GEMM_FEW_ROWS_MAX_WORK``: OpenBLAS's tiles are wider than such an A and
+#: it took twice as long (1x512x512: 89 us against 42; 4x256x256: 25 against 14; even at 8).
+GEMM_FEW_ROWS = 8
+GEMM_FEW_ROWS_MAX_WORK = 1 << 20
 
 
 #: dtypes the inline kernel computes; floats beyond its sizes go to BLAS.
@@ -133,5 +142,7 @@ def _gemm(lw: Lowering, eqn: Eqn, a: Atom, b: Atom, batch: int, m: int, n: int, 
             c = lw.buf(out)
     lanes = 64 // dt.np.itemsize
     work_cap = GEMM_INLINE_MAX_WORK[not trans_b and n >= 2 * lanes]
+    if m <= GEMM_FEW_ROWS and not trans_b and n >= 2 * lanes:
+        work_cap = GEMM_FEW_ROWS_MAX_WORK
     blas = dt.is_float and k > 0 and m * n * k > work_cap
     lw.add(Gemm(dt, batch, m, n, k, x, trans_a, y, trans_b, c, blas, alpha, addend))
