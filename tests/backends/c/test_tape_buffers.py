@@ -14,6 +14,8 @@ import numpy as np
 import pytest
 
 import pullback as pb
+from pullback.backends import c
+from pullback.backends.c.loops.ir import Loop, Range, Runtime, walk, work
 from pullback.backends.c.lower.control import BY_POINTER
 
 N = 160  # float64: 1280 bytes, on the tape by pointer
@@ -145,3 +147,33 @@ def test_heat_saves_each_step_by_pointer_without_a_copy():
     pops = re.findall(r"pb_tape_pop\(ctx, \w+, (.*)\)\) goto fail;", src)
     assert pushes and pops
     assert all(re.fullmatch(r"\(&v\d+\), sizeof\(void \*\)", p) for p in pushes + pops)
+
+
+def small_steps(u0, a):
+    u = u0 * 1.0
+    for _ in range(4):
+        u = np.sin(a * u)
+    return np.sum(u)
+
+
+def test_tape_traffic_counts_as_the_elements_it_copies():
+    """A push or pop charges the poll budget the elements it copies (one for a pointer),
+    not the square of its bytes: a short time loop saving 100 float64 (under
+    ``BY_POINTER``) is a counted loop, the gradient right."""
+    u0 = _args()[0][:100]
+    assert 100 * 8 < BY_POINTER
+    g = pb.jit(pb.grad(small_steps, argnums=(0, 1)), backend="c")
+    lowered = c.source_of(g.lower(u0, 0.3).ir).module
+    runtime = [s for f in lowered.funcs for s in walk(f.body)
+               if isinstance(s, Runtime) and s.name.startswith("pb_tape_")]
+    assert runtime and all(work([s]) == s.cost == 100 for s in runtime)
+    loops = [s for f in lowered.funcs for s in walk(f.body) if isinstance(s, (Loop, Range))]
+    assert not any(isinstance(s, Range) for s in loops), "no time loop polls"
+    gu, ga = g(u0, 0.3)
+    eps = 1e-6
+    v = np.random.default_rng(3).standard_normal(100)
+    np.testing.assert_allclose(np.dot(gu, v), (small_steps(u0 + eps * v, 0.3)
+                                               - small_steps(u0 - eps * v, 0.3)) / (2 * eps),
+                               rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(ga, (small_steps(u0, 0.3 + eps) - small_steps(u0, 0.3 - eps))
+                               / (2 * eps), rtol=1e-6, atol=1e-6)

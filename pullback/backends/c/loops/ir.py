@@ -360,12 +360,15 @@ class Gemm(Stmt):
 class Runtime(Stmt):
     """A call of a runtime routine.  ``fault``: it returns nonzero on failure, which
     raises ``(exception, message)``, or the routine's own error when the message is
-    empty; ``site``: the module's fault site whose line the exception names (-1: none)."""
+    empty; ``site``: the module's fault site whose line the exception names (-1: none);
+    ``cost``: the element operations it does, where the caller knows them (a tape's
+    push or pop copies so many elements; see ``work``)."""
 
     name: str
     args: tuple[Expr, ...]
     fault: tuple[str, str] | None = None
     site: int = -1
+    cost: int | None = None
 
 
 @dataclass(eq=False)
@@ -467,7 +470,8 @@ def work(stmts: list[Stmt]) -> int:
     for Ctrl-C.  A counted loop multiplies its body's by its trip count, a product counts
     its multiply-adds, a runtime routine over n elements n squared (more than a sort, less
     than a factorization: a poll comes early rather than late); a loop on data nested
-    here counts its body once (it charges its own iterations)."""
+    here counts its body once (it charges its own iterations); a routine whose ``cost``
+    is given counts that."""
     total = 0
     for s in stmts:
         if isinstance(s, Loop):
@@ -477,7 +481,8 @@ def work(stmts: list[Stmt]) -> int:
         elif isinstance(s, Gemm):
             total += s.batch * s.m * s.n * s.k
         elif isinstance(s, Runtime):
-            total += max([a.value for a in s.args if isinstance(a, Int)] + [1]) ** 2
+            total += s.cost if s.cost is not None else \
+                max([a.value for a in s.args if isinstance(a, Int)] + [1]) ** 2
         elif isinstance(s, Copy):
             total += s.count
         elif isinstance(s, If):

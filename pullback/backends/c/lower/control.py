@@ -264,8 +264,9 @@ def _by_pointer(x: Atom) -> bool:
     return x.type.shape != () and _tape_bytes(x) >= BY_POINTER
 
 
-#: The bytes of a pointer on the tape.
-_POINTER = Fn("sizeof", (Sym("void *"),))
+def _tape_size(x: Atom) -> Expr:
+    """The bytes ``x`` takes on the tape."""
+    return Fn("sizeof", (Sym("void *"),)) if _by_pointer(x) else Int(_tape_bytes(x))
 
 
 @handles("stack_push")
@@ -279,16 +280,17 @@ def op_stack_push(lw: Lowering, eqn: Eqn) -> None:
     name = lw.define(eqn.outputs[0])
     tape = Sym(lw.vars[id(s)])
     src = lw.buf(x) if x.type.shape != () or isinstance(x, Lit) else Addr(lw.scalar(x))
-    size: Expr = Int(_tape_bytes(x))
-    if _by_pointer(x):
+    moved = _by_pointer(x)
+    if moved:
         held = lw.vars.get(id(x)) if isinstance(x, Var) else None
         if lw.dying(held):
             lw.take(held)
         else:
             held = lw.fresh("m")
             lw.add(Copy(held, src, ctype(x.type.dtype), x.type.size, declare=True))
-        src, size = Addr(Sym(held)), _POINTER
-    lw.add(Runtime("pb_tape_push", (Sym("ctx"), tape, src, size), ("", "")))
+        src = Addr(Sym(held))
+    lw.add(Runtime("pb_tape_push", (Sym("ctx"), tape, src, _tape_size(x)), ("", ""),
+                   cost=1 if moved else x.type.size))
     lw.add(Move(Sym(name), tape))
 
 
@@ -303,6 +305,6 @@ def op_stack_pop(lw: Lowering, eqn: Eqn) -> None:
     moved = _by_pointer(x)
     xname = lw.define(x, allocate=not moved)
     dst = Sym(xname) if x.type.shape != () and not moved else Addr(Sym(xname))
-    lw.add(Runtime("pb_tape_pop", (Sym("ctx"), Sym(lw.vars[id(s)]), dst,
-                                   _POINTER if moved else Int(_tape_bytes(x))), ("", "")))
+    lw.add(Runtime("pb_tape_pop", (Sym("ctx"), Sym(lw.vars[id(s)]), dst, _tape_size(x)),
+                   ("", ""), cost=1 if moved else x.type.size))
     lw.add(Move(Sym(tname), Sym(lw.vars[id(s)])))

@@ -20,8 +20,8 @@ from ....ir.rewrite import block_readers, free_vars, read_counts
 from ....ir.types import TensorType
 
 #: Ops whose array results are buffers made elsewhere, which they hand over: a callee's
-#: results, and a popped array (the buffer that was pushed, ``lower.control``).  Such a
-#: result is never computed in another buffer.
+#: results, and a popped array (a large one is the buffer that was pushed,
+#: ``lower.control``).  Such a result is never computed in another buffer.
 HANDED = ("call", "stack_pop")
 
 
