@@ -37,18 +37,44 @@ def lines(log: Path, word: str) -> list[list[str]]:
 
 
 @needs_cc
-def test_a_working_compiler_is_probed_by_two_compiles(logged_cc):
-    """A shared library (is it a compiler?) and one program with every optional flag and
-    vector math, at once; the cached answers serve a new process."""
+def test_a_working_compiler_is_probed_by_one_compile(logged_cc):
+    """One shared library of the probe program, with every flag and vector math, answers
+    every probe; the cached answers serve a new process."""
     log = logged_cc()
     compiler._probes.clear()
     compiler.build_module(add_source("pb_t_su1"), "pb_t_su1", headers=HEADERS)
-    assert len(lines(log, "shared.c")) == 1
+    assert lines(log, "shared.c") == []
     (probe,) = lines(log, "probe.c")
-    assert {"-march=native", "-fopenmp", "-lmvec"} <= set(probe)
+    assert {"-march=native", "-fopenmp", "-lmvec", "-shared"} <= set(probe)
     compiler._probes.clear()  # as in a new process
     compiler.build_module(add_source("pb_t_su2"), "pb_t_su2", headers=HEADERS)
     assert len(lines(log, "probe.c")) == 1
+
+
+@needs_cc
+def test_probes_where_the_one_compile_fails_give_the_same_answer(logged_cc):
+    """A linker that rejects the combined probe's ``--no-undefined`` (macOS's): the
+    separate probes run (a one-line shared library, the probe program) and answer as the
+    combined one does."""
+    argv, version = compiler._found()
+    cflags = tuple(compiler._cflags())
+    assert compiler._probe(argv, cflags) == (list(cflags), True)
+    log = logged_cc(reject="-Wl,--no-undefined")
+    assert compiler._probe((compiler.compiler_info()[0],), cflags) == (list(cflags), True)
+    assert len(lines(log, "shared.c")) == 1
+    assert len(lines(log, "probe.c")) == 2  # the combined one (refused), the program
+
+
+@needs_cc
+def test_vector_math_that_does_not_link_is_found_by_the_combined_probe(monkeypatch):
+    """A shared library may leave symbols undefined: the combined probe's link must fail
+    where a vector function it calls is missing, as a program's does."""
+    source = compiler._PROBE_SOURCE.replace("float expf(float);", "float pb_nope(float);")
+    monkeypatch.setattr(compiler, "_PROBE_SOURCE",
+                        source.replace("= expf(x[i])", "= pb_nope(x[i])"))
+    argv, _ = compiler._found()
+    cflags = tuple(compiler._cflags())
+    assert compiler._probe(argv, cflags) == (list(cflags), False)
 
 
 @needs_cc
