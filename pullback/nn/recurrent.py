@@ -28,6 +28,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from .. import random as prandom
+from ..derivatives.custom import custom_vjp
 from . import init as initialisers
 from .activations import sigmoid
 
@@ -126,18 +127,8 @@ class LSTMCell(_Cell):
         return state[0]
 
     def step(self, xw: Any, state: tuple[Any, Any]) -> tuple[Any, Any]:
-        h, c = state
-        n = self.hidden_size
-        z = xw + self._hidden_part(h)
-        # One tanh over all four gates, sigmoid(x) = (1 + tanh(x / 2)) / 2: the gates are
-        # one pass over z and their gradient reads one saved array (exp-based sigmoids
-        # kept three per gate on the tape).
-        half = np.repeat(np.array([0.5, 0.5, 1.0, 0.5], z.dtype), n)
-        gates = np.tanh(z * half) * half + (1 - half)
-        i, f = gates[..., :n], gates[..., n:2 * n]
-        g, o = gates[..., 2 * n:3 * n], gates[..., 3 * n:]
-        c = f * c + i * g
-        return o * np.tanh(c), c
+        h, c, _ = _lstm_step(xw, *state, self.w_hh)
+        return h, c
 
 
 @dataclasses.dataclass
@@ -198,9 +189,20 @@ class RNN(_Sequence):
 
 @dataclasses.dataclass
 class LSTM(_Sequence):
-    """An ``LSTMCell`` over a sequence; the last state is ``(h, c)``."""
+    """An ``LSTMCell`` over a sequence; the last state is ``(h, c)``.
+
+    Its gradient is written out (``_lstm_layer``) rather than derived step by step, as
+    torch and cuDNN do: the backward loop writes each step's pre-activation gradient into
+    one array, so the hidden weight's gradient is one product over all steps after the
+    loop (not one small product per step) and the input part's gradient is that array."""
 
     cell_type: ClassVar[type] = LSTMCell
+
+    def __call__(self, xs: Any, state: Any = None) -> tuple[Any, Any]:
+        if state is None:
+            state = self.cell.initial_state(xs.shape[0])
+        ys, h, c = _lstm_layer(self.cell.input_part(xs), *state, self.cell.w_hh)
+        return ys, (h, c)
 
 
 @dataclasses.dataclass
@@ -208,3 +210,84 @@ class GRU(_Sequence):
     """A ``GRUCell`` over a sequence; the last state is ``h [B, H]``."""
 
     cell_type: ClassVar[type] = GRUCell
+
+
+def _lstm_step(xw: Any, h: Any, c: Any, w_hh: Any) -> tuple[Any, Any, Any]:
+    """One LSTM step from the input part ``xw``: ``h, c`` and the gates ``[i f g o]``."""
+    n = w_hh.shape[0]
+    z = xw + h @ w_hh
+    # One tanh over all four gates, sigmoid(x) = (1 + tanh(x / 2)) / 2: the gates are
+    # one pass over z and their gradient reads one saved array (exp-based sigmoids
+    # kept three per gate on the tape).
+    half = np.repeat(np.array([0.5, 0.5, 1.0, 0.5], z.dtype), n)
+    gates = np.tanh(z * half) * half + (1 - half)
+    i, f = gates[..., :n], gates[..., n:2 * n]
+    g, o = gates[..., 2 * n:3 * n], gates[..., 3 * n:]
+    c = f * c + i * g
+    return o * np.tanh(c), c, gates
+
+
+def _lstm_run(xw: Any, h: Any, c: Any, w_hh: Any, save: bool) -> tuple[Any, ...]:
+    """The layer's steps over ``xw [B, T, 4H]``: ``ys, h, c``, and where ``save`` what its
+    gradient reads of every step: the gates ``[B, T, 4H]`` and the state ``h, c`` the
+    step starts from ``[B, T, H]`` each.  The first step fixes the state's dtype (NumPy's
+    promotion of the inputs, weights and initial state), so the loop's carried state and
+    the outputs keep one type."""
+    batch, steps = xw.shape[:2]
+    h_in, c_in = h, c
+    h, c, gates = _lstm_step(xw[:, 0], h, c, w_hh)
+    ys = np.empty((batch, steps, h.shape[-1]), h.dtype)
+    ys[:, 0] = h
+    saved = ()
+    if save:
+        gs = np.empty((batch, steps, gates.shape[-1]), gates.dtype)
+        hs, cs = np.empty_like(ys), np.empty_like(ys)
+        gs[:, 0], hs[:, 0], cs[:, 0] = gates, h_in, c_in
+        saved = (gs, hs, cs)
+    for t in range(1, steps):
+        if save:
+            hs[:, t], cs[:, t] = h, c
+        h, c, gates = _lstm_step(xw[:, t], h, c, w_hh)
+        ys[:, t] = h
+        if save:
+            gs[:, t] = gates
+    return ys, h, c, *saved
+
+
+@custom_vjp
+def _lstm_layer(xw: Any, h: Any, c: Any, w_hh: Any) -> tuple[Any, Any, Any]:
+    """``ys [B, T, H]`` and the last ``h, c`` of an LSTM over the input parts ``xw``."""
+    return _lstm_run(xw, h, c, w_hh, False)
+
+
+def _lstm_fwd(xw: Any, h: Any, c: Any, w_hh: Any) -> tuple[Any, Any]:
+    ys, h_last, c_last, gs, hs, cs = _lstm_run(xw, h, c, w_hh, True)
+    return (ys, h_last, c_last), (gs, hs, cs, h, c, w_hh)
+
+
+def _lstm_bwd(res: Any, ct: Any) -> tuple[Any, Any, Any, Any]:
+    """Backpropagation through time: each step's pre-activation gradient ``dz`` (the
+    sigmoid gates' derivative ``s (1 - s)``, the tanh gate's ``1 - g^2``) goes into
+    ``dzs``, the gradient of ``xw``; then ``w_hh``'s is ``h_prev^T @ dzs`` over all
+    steps at once (``hs``: the hidden state each step starts from)."""
+    gs, hs, cs, h0, c0, w_hh = res
+    dys, dh, dc = ct
+    batch, steps, n = hs.shape
+    dzs = np.empty_like(gs)
+    for t in range(steps - 1, -1, -1):
+        gates, c_prev = gs[:, t], cs[:, t]
+        i, f = gates[:, :n], gates[:, n:2 * n]
+        g, o = gates[:, 2 * n:3 * n], gates[:, 3 * n:]
+        tc = np.tanh(f * c_prev + i * g)
+        dh = dh + dys[:, t]
+        dc = dc + dh * o * (1 - tc * tc)
+        dz = np.concatenate([dc * g * i * (1 - i), dc * c_prev * f * (1 - f),
+                             dc * i * (1 - g * g), dh * tc * o * (1 - o)], axis=-1)
+        dzs[:, t] = dz
+        dc = dc * f
+        dh = dz @ w_hh.T
+    dw = hs.reshape(batch * steps, n).T @ dzs.reshape(batch * steps, 4 * n)
+    return dzs, dh.astype(h0.dtype), dc.astype(c0.dtype), dw.astype(w_hh.dtype)
+
+
+_lstm_layer.defvjp(_lstm_fwd, _lstm_bwd)
