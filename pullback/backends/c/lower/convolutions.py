@@ -13,6 +13,15 @@ product written in the output's layout, or, where the matrix has more columns th
 (a weight gradient: a column per image and window position), blocks of channels whose
 products add up.  Each block's images are first copied padded and dilated, so the loops
 filling the matrix test nothing and copy runs of an image row.
+
+On several threads, where the convolution is long enough for a loop of its window
+matrix's length to run on every thread (``runs_parallel``), the blocks run at once, one a
+thread, each with scratch of its own and its product on that thread alone (OpenBLAS set
+to one thread meanwhile): on two cores a block's product is too small for BLAS's threads
+to share (the digits CNN's 43 products 64x192x288: 3.8 ms on BLAS's two threads, 2.2-2.5
+ms as blocks on two threads; 4.2 ms on one; AMD EPYC, 2 cores, AVX2, SCHED_FIFO), and the
+loops filling and emptying a block, too short for threads one at a time, then share the
+cores too.  A channel block's products add up per thread, the threads' sums at the end.
 """
 
 from __future__ import annotations
@@ -25,16 +34,19 @@ from typing import TYPE_CHECKING, NamedTuple
 from ....ir.core import Eqn
 from ....ir.types import DType
 from ....ops.conv import dilated
-from ..build.threads import runs_parallel
+from ..build.compiler import BLAS_PREFIX
+from ..build.threads import runs_parallel, team_size
 from ..loops.ir import (
     Bin,
     Cast,
     Const,
     Decl,
     Expr,
+    Fn,
     Gemm,
     Int,
     Load,
+    Runtime,
     Set,
     Skip,
     Sym,
@@ -116,8 +128,17 @@ def _reach(eqn: Eqn) -> tuple[int, ...] | None:
     return reach
 
 
+class _On(NamedTuple):
+    """Where a block runs: ``slot``, the index of its thread's scratch (0 on one
+    thread), and ``alone``, on one thread of a team running blocks at once (its loops
+    then start no threads, its product runs on its thread)."""
+
+    slot: Expr
+    alone: bool
+
+
 def _source(lw: Lowering, eqn: Eqn, padded: Expr | None, block: tuple[int, int],
-            image: Expr, channel: Expr) -> Callable[[Expr, Expr, list[Expr]], Expr]:
+            image: Expr, channel: Expr, on: _On) -> Callable[[Expr, Expr, list[Expr]], Expr]:
     """How the window matrix of ``block`` (images, channels, from ``image`` and
     ``channel``) reads image ``ni``, channel ``ci``, padded position ``qs`` of it: from
     the lhs, or from ``padded``, the block copied padded and dilated here (the windows'
@@ -137,7 +158,7 @@ def _source(lw: Lowering, eqn: Eqn, padded: Expr | None, block: tuple[int, int],
         lw.add(Set(dest, Load(x, linear(lhs.type.shape, [image + idx[0], channel + idx[1],
                                                          *at]))))
 
-    lw.nd_loop(shape, copy, pragma=_threads(shape))
+    lw.nd_loop(shape, copy, pragma=_threads(shape, on))
     return lambda ni, ci, qs: Load(padded, linear(shape, [ni, ci, *qs]))
 
 
@@ -147,7 +168,7 @@ def _as_product(lw: Lowering, eqn: Eqn, rows: int, depth: int) -> None:
     k = lw.buf(eqn.inputs[1])
     lw.define(eqn.outputs[0])
     dest = lw.buf(eqn.outputs[0])
-    (_by_images if rows >= depth else _by_channels)(lw, eqn, k, dest)
+    (_by_images if rows >= depth else _by_channels)(lw, eqn, k, dest, rows * depth)
 
 
 class _Sizes(NamedTuple):
@@ -174,7 +195,7 @@ def _sizes(eqn: Eqn) -> _Sizes:
                   math.prod(window), spatial, window, dt.np.itemsize)
 
 
-def _by_images(lw: Lowering, eqn: Eqn, k: Expr, dest: Expr) -> None:
+def _by_images(lw: Lowering, eqn: Eqn, k: Expr, dest: Expr, work: int) -> None:
     """Per block of images, the window matrix's transpose [c, *window, images, *out
     spatial] (its rows are runs of an image row), the kernel times it: [o, images,
     *spatial], the block's outputs (in place for a one-image block), once their images
@@ -182,69 +203,79 @@ def _by_images(lw: Lowering, eqn: Eqn, k: Expr, dest: Expr) -> None:
     dt, ct, n, c, o, positions, taps, spatial, window, size = _sizes(eqn)
     reach, depth = _reach(eqn), c * taps
     per = _even(n, BLOCK_BYTES // (positions * depth * size))
-    padded = None if reach is None else lw.scratch(ct, per * c * math.prod(reach))
-    cols = lw.scratch(ct, per * positions * depth)
-    prod = lw.scratch(ct, o * per * positions) if per > 1 else None
+    team = _team(n // per, work)
+    padded = None if reach is None else _Scratch(lw, ct, per * c * math.prod(reach), team)
+    cols = _Scratch(lw, ct, per * positions * depth, team)
+    prod = _Scratch(lw, ct, o * per * positions, team) if per > 1 else None
 
-    def images(first: Expr, count: int) -> None:
-        src = _source(lw, eqn, padded, (count, c), first, Int(0))
-        _fill(lw, eqn, cols, src, (c, *window, count, *spatial), channels_first=True)
-        at = dest + first * (o * positions) if prod is None else prod
-        lw.add(Gemm(dt, 1, o, count * positions, depth, k, False, cols, False, at,
-                    o * count * positions * depth > GEMM_INLINE_MAX_WORK[True]))
+    def images(first: Expr, count: int, on: _On) -> None:
+        src = _source(lw, eqn, padded and padded.of(on), (count, c), first, Int(0), on)
+        _fill(lw, eqn, cols.of(on), src, (c, *window, count, *spatial), True, on)
+        at = dest + first * (o * positions) if prod is None else prod.of(on)
+        _product(lw, Gemm(dt, 1, o, count * positions, depth, k, False, cols.of(on), False,
+                          at, o * count * positions * depth > GEMM_INLINE_MAX_WORK[True]), on)
         if prod is None:
             return
+        part = prod.of(on)
 
         def back(idx: list[Expr]) -> None:
             ni, oi, yi = idx
             lw.add(Set(Load(dest, ((first + ni) * o + oi) * positions + yi),
-                       Load(prod, (oi * count + ni) * positions + yi)))
+                       Load(part, (oi * count + ni) * positions + yi)))
 
-        lw.nd_loop((count, o, positions), back, pragma=_threads((count, o, positions)))
+        lw.nd_loop((count, o, positions), back, pragma=_threads((count, o, positions), on))
 
-    _blocks(lw, n, per, images)
+    _blocks(lw, n, per, images, team)
 
 
-def _by_channels(lw: Lowering, eqn: Eqn, k: Expr, dest: Expr) -> None:
+def _by_channels(lw: Lowering, eqn: Eqn, k: Expr, dest: Expr, work: int) -> None:
     """Per block of channels, the window matrix [n, *out spatial, channels, *window]
     (its rows are runs of an image row) times the block's channels of the kernel, added
-    up, then the output's channels put in place: a weight gradient's product, few rows
-    and a column per image and window position."""
+    up (per thread, where blocks run at once, then the threads' sums), then the output's
+    channels put in place: a weight gradient's product, few rows and a column per image
+    and window position."""
     dt, ct, n, c, o, positions, taps, spatial, window, size = _sizes(eqn)
     reach, rows = _reach(eqn), n * positions
     per = _even(c, BLOCK_BYTES // (rows * taps * size))
-    padded = None if reach is None else lw.scratch(ct, n * per * math.prod(reach))
-    cols = lw.scratch(ct, rows * per * taps)
-    part = lw.scratch(ct, o * per * taps) if per < c else k  # the block's kernel channels
-    prod = lw.scratch(ct, rows * o)
-    lw.nd_loop((rows * o,), lambda i: lw.add(Set(Load(prod, i[0]), Const(0, dt))))
+    team = _team(c // per, work)
+    padded = None if reach is None else _Scratch(lw, ct, n * per * math.prod(reach), team)
+    cols = _Scratch(lw, ct, rows * per * taps, team)
+    part = _Scratch(lw, ct, o * per * taps, team) if per < c else None
+    prod = _Scratch(lw, ct, rows * o, team)
+    lw.nd_loop((team * rows * o,), lambda i: lw.add(Set(Load(prod.base, i[0]), Const(0, dt))))
 
-    def channels(first: Expr, count: int) -> None:
-        src = _source(lw, eqn, padded, (n, count), Int(0), first)
-        _fill(lw, eqn, cols, src, (n, *spatial, count, *window), channels_first=False)
+    def channels(first: Expr, count: int, on: _On) -> None:
+        src = _source(lw, eqn, padded and padded.of(on), (n, count), Int(0), first, on)
+        _fill(lw, eqn, cols.of(on), src, (n, *spatial, count, *window), False, on)
+        kernel = k if part is None else part.of(on)  # the block's kernel channels
 
-        def kernel(idx: list[Expr]) -> None:
+        def copy(idx: list[Expr]) -> None:
             oi, ci, wi = idx
-            lw.add(Set(Load(part, (oi * count + ci) * taps + wi),
+            lw.add(Set(Load(kernel, (oi * count + ci) * taps + wi),
                        Load(k, (oi * c + first + ci) * taps + wi)))
 
-        if per < c:
-            lw.nd_loop((o, count, taps), kernel)
-        lw.add(Gemm(dt, 1, rows, o, count * taps, cols, False, part, True, prod,
-                    rows * o * count * taps > GEMM_INLINE_MAX_WORK[False], addend=prod))
+        if part is not None:
+            lw.nd_loop((o, count, taps), copy)
+        total = prod.of(on)
+        _product(lw, Gemm(dt, 1, rows, o, count * taps, cols.of(on), False, kernel, True,
+                          total, rows * o * count * taps > GEMM_INLINE_MAX_WORK[False],
+                          addend=total), on)
 
-    _blocks(lw, c, per, channels)
+    _blocks(lw, c, per, channels, team)
 
-    def back(idx: list[Expr]) -> None:  # [n, o, y] from [n, y, o]
+    def back(idx: list[Expr]) -> None:  # [n, o, y] from the threads' [n, y, o]
         ni, oi, yi = idx
-        lw.add(Set(Load(dest, (ni * o + oi) * positions + yi),
-                   Load(prod, (ni * positions + yi) * o + oi)))
+        at = (ni * positions + yi) * o + oi
+        total: Expr = Load(prod.base, at)
+        for t in range(1, team):
+            total = Bin("+", total, Load(prod.base, at + t * (rows * o)))
+        lw.add(Set(Load(dest, (ni * o + oi) * positions + yi), total))
 
-    lw.nd_loop((n, o, positions), back, pragma=_threads((n, o, positions)))
+    lw.nd_loop((n, o, positions), back, pragma=_threads((n, o, positions), _ONE))
 
 
 def _fill(lw: Lowering, eqn: Eqn, cols: Expr, src: Callable[[Expr, Expr, list[Expr]], Expr],
-          shape: tuple[int, ...], channels_first: bool) -> None:
+          shape: tuple[int, ...], channels_first: bool, on: _On) -> None:
     """Fill the window matrix ``cols`` of ``shape`` from ``src(image, channel, input
     positions)``: (channels, *window, images, *out spatial) for a block of images,
     (images, *out spatial, channels, *window) for a block of channels."""
@@ -256,12 +287,54 @@ def _fill(lw: Lowering, eqn: Eqn, cols: Expr, src: Callable[[Expr, Expr, list[Ex
             (outer, mid, first, second)
         lw.add(Set(Load(cols, linear(shape, idx)), src(ni, ci, _positions(eqn, ys, ws))))
 
-    lw.nd_loop(shape, fill, pragma=_threads(shape))
+    lw.nd_loop(shape, fill, pragma=_threads(shape, on))
 
 
-def _threads(shape: tuple[int, ...]) -> str:
-    """The pragma of a loop nest over ``shape``: on every thread when long enough."""
-    return "parallel" if runs_parallel(math.prod(shape)) else ""
+_ONE = _On(Int(0), False)
+
+
+class _Scratch:
+    """A block's scratch buffer of ``count`` elements, one per thread of ``team``."""
+
+    def __init__(self, lw: Lowering, ct: str, count: int, team: int) -> None:
+        self.lw, self.ct, self.count = lw, ct, count
+        self.base = lw.scratch(ct, count * team)
+
+    def of(self, on: _On) -> Expr:
+        """The buffer of the thread ``on`` names."""
+        if not on.alone:
+            return self.base
+        name = self.lw.fresh("w")
+        self.lw.add(Decl(name, f"{self.ct} *", self.base + on.slot * self.count))
+        return Sym(name)
+
+
+def _product(lw: Lowering, gemm: Gemm, on: _On) -> None:
+    """``gemm``; on one thread of a team, a BLAS product as a plain BLAS call (the
+    runtime's packed kernels may fail for memory, which a team's thread cannot raise)."""
+    if not (on.alone and gemm.blas):
+        lw.add(gemm)
+        return
+    s = gemm
+    blas = f"{BLAS_PREFIX}cblas_{'s' if s.dtype.name == 'float32' else 'd'}gemm"
+    flags = [Sym("CblasTrans" if t else "CblasNoTrans") for t in (s.trans_a, s.trans_b)]
+    lda, ldb = (s.m if s.trans_a else s.k), (s.k if s.trans_b else s.n)
+    beta = Int(0 if s.addend is None else 1)  # an addend is the product's own C here
+    lw.add(Runtime(blas, (Sym("CblasRowMajor"), *flags, Int(s.m), Int(s.n), Int(s.k),
+                          Int(1), s.a, Int(lda), s.b, Int(ldb), beta, s.c, Int(s.n))))
+
+
+def _threads(shape: tuple[int, ...], on: _On) -> str:
+    """The pragma of a loop nest over ``shape``: on every thread when long enough,
+    unless its block runs on one thread of a team."""
+    return "parallel" if not on.alone and runs_parallel(math.prod(shape)) else ""
+
+
+def _team(blocks: int, work: int) -> int:
+    """The threads ``blocks`` whole blocks run on at once: every thread (at most one a
+    block) where a loop of the window matrix's ``work`` elements would, else one."""
+    team = min(team_size(), blocks)
+    return team if team > 1 and runs_parallel(work) else 1
 
 
 def _even(total: int, most: int) -> int:
@@ -271,18 +344,29 @@ def _even(total: int, most: int) -> int:
     return -(-total // -(-total // most))
 
 
-def _blocks(lw: Lowering, total: int, per: int, block: Callable[[Expr, int], None]) -> None:
-    """``block(first, count)`` over ``total`` items ``per`` at a time: a loop over the
-    whole blocks, then the rest (the product's shape is fixed at compile time)."""
+def _blocks(lw: Lowering, total: int, per: int, block: Callable[[Expr, int, _On], None],
+            team: int) -> None:
+    """``block(first, count, on)`` over ``total`` items ``per`` at a time: a loop over
+    the whole blocks (on ``team`` threads at once, OpenBLAS on one thread meanwhile),
+    then the rest (the product's shape is fixed at compile time)."""
     whole, rest = divmod(total, per)
-    if whole == 1:
-        block(Int(0), per)
+    b = lw.fresh("b")
+    if team > 1:
+        saved, threads = lw.fresh("n"), f"{BLAS_PREFIX}openblas_set_num_threads"
+        lw.add(Decl(saved, "int", Fn(f"{BLAS_PREFIX}openblas_get_num_threads", ())))
+        lw.add(Runtime(threads, (Int(1),)))
+        with lw.loop(b, whole, pragma="parallel", reductions=(f"num_threads({team})",)):
+            slot = lw.fresh("t")
+            lw.add(Decl(slot, "int64_t", Fn("omp_get_thread_num", ())))
+            block(Sym(b) * per, per, _On(Sym(slot), True))
+        lw.add(Runtime(threads, (Sym(saved),)))
+    elif whole == 1:
+        block(Int(0), per, _ONE)
     elif whole:
-        b = lw.fresh("b")
         with lw.loop(b, whole):
-            block(Sym(b) * per, per)
+            block(Sym(b) * per, per, _ONE)
     if rest:
-        block(Int(whole * per), rest)
+        block(Int(whole * per), rest, _ONE)
 
 
 def _direct(lw: Lowering, eqn: Eqn) -> None:
