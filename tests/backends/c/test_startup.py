@@ -138,3 +138,31 @@ def test_a_child_forked_while_libraries_build_builds_its_own(logged_cc):
     with multiprocessing.get_context("fork").Pool(1) as pool:
         assert pool.apply_async(_linked_in_child, ("pb_t_su6",)).get(timeout=120) == 3.5
     assert linked_module("pb_t_su7").f(1.25) == 3.5
+
+
+@needs_cc
+def test_large_products_link_the_packed_kernels_only_where_they_may_run(logged_cc,
+                                                                        monkeypatch):
+    """Without AVX-512 a module's calls of the packed kernels compile away, and it does not
+    link (or wait for) their library: it loads and computes the product, its symbols all
+    resolved.  With AVX-512, or flags of the user's, the library is linked."""
+    import numpy as np
+
+    import pullback as pb
+    from pullback.backends.c.build import libraries, tuning
+
+    log = logged_cc()
+    a = np.random.default_rng(0).standard_normal((96, 160)).astype(np.float32)
+    got = pb.jit(lambda x: np.tanh(x @ x.T), backend="c")(a)
+    np.testing.assert_allclose(got, np.tanh(a.astype(np.float64) @ a.T.astype(np.float64)),
+                               rtol=1e-4, atol=1e-4)
+    avx512 = tuning.has_avx512(compiler._cpu_id())
+    assert bool(lines(log, "libpbpacked.c")) == avx512
+    calls = "pb_gemm_packed_float32(1, 1, 1, 1, a, 0, b, 0, NULL, c);"
+    assert ("pbpacked" in libraries.needed(calls)) == avx512
+    monkeypatch.setattr(compiler, "_cpu_id", lambda: "flags : avx2 avx512f")
+    assert "pbpacked" in libraries.needed(calls)
+    monkeypatch.setattr(compiler, "_cpu_id", lambda: "flags : avx2")
+    assert "pbpacked" not in libraries.needed(calls)
+    monkeypatch.setenv("PULLBACK_CFLAGS", "-mavx512f")
+    assert "pbpacked" in libraries.needed(calls)

@@ -6,6 +6,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from .... import config
+
 _RUNTIME = Path(__file__).parent.parent / "runtime"
 #: The header every module includes first and only (``emit/entry.py``), which the
 #: compiler precompiles (``compiler.build_module``).
@@ -40,8 +42,21 @@ FLAGS = {"pbglue": ("-O1",)}
 
 
 def needed(text: str) -> dict[str, str]:
-    """The libraries (name: C text) a module of C ``text`` links."""
-    return {name: source for name, (source, calls) in LIBRARIES.items() if calls.search(text)}
+    """The libraries (name: C text) a module of C ``text`` links: not the packed kernels
+    where its compile drops their calls (``packed_called``)."""
+    return {name: source for name, (source, calls) in LIBRARIES.items()
+            if calls.search(text) and (name != "pbpacked" or packed_called())}
+
+
+def packed_called() -> bool:
+    """Whether modules may call the packed kernels: runtime.h's ``pb_packed_gemm`` is a
+    constant 0 unless they compile for AVX-512, and their calls are dropped, so a
+    machine's first module with large products does not wait for the library's build
+    (0.05 s of CPU and a compiler process; AMD EPYC).  With flags of the user's
+    (``PULLBACK_CFLAGS``, which may ask for AVX-512) they are linked as before."""
+    from . import compiler, tuning  # here: compiler imports this module
+
+    return bool(config.cflags()) or tuning.has_avx512(compiler._cpu_id())
 
 
 def linked_by_all() -> dict[str, str]:
