@@ -69,4 +69,12 @@ def runs_parallel(n: int) -> bool:
     return n >= tuning.PARALLEL_SIZES[0] and n >= parallel_min()
 
 
+def products_share_team(batch: int, m: int, n: int, k: int) -> bool:
+    """Whether a batch of ``batch`` BLAS products (m x k by k x n) runs on every thread,
+    a product a thread: where a loop over the elements they read and write would (each
+    product of an attention's heads is too small for BLAS's own threads, which would
+    leave them all on one)."""
+    return batch >= team_size() > 1 and runs_parallel(batch * (m * k + k * n + m * n))
+
+
 choose_blas_wait()  # before any module this backend builds loads OpenBLAS

@@ -12,6 +12,7 @@ import math
 import numpy as np
 
 from ....ir.types import DType, StackType, float64
+from ..build.threads import products_share_team
 from ..build.units import MARK, PART
 from ..loops import ir as L
 from ..loops.ir import Unsupported, ctype
@@ -362,8 +363,17 @@ class _C(ExprPrinter):
         if s.addend is not None and e(s.addend) != e(s.c):
             self.line(f"  memcpy({e(s.c)}, {e(s.addend)}, {s.batch * m * n} * sizeof({ct}));")
         beta = "0.0" if s.addend is None else "1.0"
-        self.line(f"  {loop}{fn}(CblasRowMajor, {ta}, {tb}, {m}, {n}, {k}, {alpha}, {a}, "
-                  f"{lda}, {b}, {ldb}, {beta}, {c}, {n});")
+        call = f"{loop}{fn}(CblasRowMajor, {ta}, {tb}, {m}, {n}, {k}, {alpha}, {a}, " \
+               f"{lda}, {b}, {ldb}, {beta}, {c}, {n});"
+        if s.batch > 1 and products_share_team(s.batch, m, n, k):
+            # the batch's products at once, one a thread, BLAS on one thread meanwhile
+            self.line(f"  const int pb_blas = {BLAS_PREFIX}openblas_get_num_threads();")
+            self.line(f"  {BLAS_PREFIX}openblas_set_num_threads(1);")
+            self.line("  #pragma omp parallel for schedule(static)")
+            self.line(f"  {call}")
+            self.line(f"  {BLAS_PREFIX}openblas_set_num_threads(pb_blas);")
+        else:
+            self.line(f"  {call}")
         self.line("}")
 
     # -- functions ----------------------------------------------------------------------
