@@ -215,12 +215,14 @@ class GRU(_Sequence):
 def _lstm_step(xw: Any, h: Any, c: Any, w_hh: Any) -> tuple[Any, Any, Any]:
     """One LSTM step from the input part ``xw``: ``h, c`` and the gates ``[i f g o]``."""
     n = w_hh.shape[0]
-    z = xw + h @ w_hh
+    hw = h @ w_hh
     # One tanh over all four gates, sigmoid(x) = (1 + tanh(x / 2)) / 2: the gates are
-    # one pass over z and their gradient reads one saved array (exp-based sigmoids
-    # kept three per gate on the tape).
-    half = np.repeat(np.array([0.5, 0.5, 1.0, 0.5], z.dtype), n)
-    gates = np.tanh(z * half) * half + (1 - half)
+    # one pass over the pre-activations and their gradient reads one saved array
+    # (exp-based sigmoids kept three per gate on the tape).  Each part is scaled before
+    # the sum, so the step's input part is read where the pass needs it rather than
+    # copied into the product's result first.
+    half = np.repeat(np.array([0.5, 0.5, 1.0, 0.5], hw.dtype), n)
+    gates = np.tanh(hw * half + xw * half) * half + (1 - half)
     i, f = gates[..., :n], gates[..., n:2 * n]
     g, o = gates[..., 2 * n:3 * n], gates[..., 3 * n:]
     c = f * c + i * g
