@@ -16,13 +16,22 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ..build import units
 from ..build.units import MARK, PART
 
-#: The fewest lines of C a part has (the last one may have fewer, down to half): a
-#: function of fewer lines is not cut.  A transformer's training step (3,500 lines in
-#: one function) makes 12 parts, dealt to two units of 1.9 and 2.2 s of GCC, against
-#: 5.0 s as one function (600 lines: 6 parts, 2.3 and 3.9 s).
-PART_LINES = 300
+#: The fewest lines of C a part has (the last one may have fewer, down to half) where
+#: the module compiles on several cores: a function of fewer lines is not cut.  A
+#: transformer's training step (3,500 lines in one function) made 12 parts of 300
+#: lines, dealt to two units of 1.9 and 2.2 s of GCC, against 5.0 s as one function
+#: (600 lines: 6 parts, 2.3 and 3.9 s).  At 100 lines mid-size modules are cut too: the
+#: RNN benchmark's gradient (250 lines) compiles as two units of 0.11 and 0.10 s against
+#: 0.17 s as one, the MLP step's largest unit takes 0.28 s against 0.32 s (AMD EPYC,
+#: 2 cores, AVX2; CPU-time minima of 9 and 5, one core each).
+PART_LINES = 100
+#: The same on one core, where the module compiles as one file and its parts are
+#: inlined back (kept as it was: cutting at ``PART_LINES`` there cost 3-4% more GCC
+#: time on those two modules, within the noise of a busy machine).
+ONE_CORE_PART_LINES = 300
 
 _IDENTIFIER = re.compile(r"\b[A-Za-z_]\w*\b")
 
@@ -85,16 +94,18 @@ def outline(name: str, params: list[str], args: list[str], arena: bool, head: li
 
 
 def _groups(stmts: list[list[str]]) -> list[tuple[int, int]]:
-    """Consecutive statements in runs of at least ``PART_LINES`` lines, a short last run
-    (under half of that) joined to the one before."""
+    """Consecutive statements in runs of at least ``PART_LINES`` lines (on one core
+    ``ONE_CORE_PART_LINES``), a short last run (under half of that) joined to the one
+    before."""
+    least = PART_LINES if units.usable_cores() > 1 else ONE_CORE_PART_LINES
     groups, start, lines = [], 0, 0
     for k, stmt in enumerate(stmts):
         lines += len(stmt)
-        if lines >= PART_LINES:
+        if lines >= least:
             groups.append((start, k + 1))
             start, lines = k + 1, 0
     if start < len(stmts):
-        if groups and lines < PART_LINES // 2:
+        if groups and lines < least // 2:
             groups[-1] = (groups[-1][0], len(stmts))
         else:
             groups.append((start, len(stmts)))
