@@ -3,7 +3,8 @@ with two threads and the blocks shrunk so that whole blocks share the team and a
 rest follows, values equal the definition written out in NumPy and the gradients in both
 operands (the input's: blocks of images; the weight's: blocks of channels whose products
 add up per thread) equal float64 central differences; the loop IR has the team's loop,
-and OpenBLAS's thread count is what it was after the call."""
+OpenBLAS's thread count is what it was after the call, and a child forked after the
+team ran runs the blocks too (alone)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from pullback.backends.c.lower import convolutions
 from pullback.nn import functional as F
 
 from ...nn.test_linear_conv import conv_reference
+from .test_limits import last_json, run
 
 pytestmark = pytest.mark.skipif(not compiler.have_compiler(), reason="no C compiler")
 
@@ -67,7 +69,8 @@ def _blas_threads() -> int:
 def _teams(jitted, *args) -> int:
     """The loops of the module that run blocks on the team."""
     module = c.source_of(jitted.lower(*args).ir).module
-    return sum(isinstance(s, Loop) and f"num_threads({TEAM})" in s.reductions
+    return sum(isinstance(s, Loop) and any(c.startswith(f"num_threads({TEAM} <")
+                                           for c in s.reductions)
                for f in module.funcs for s in walk(f.body))
 
 
@@ -111,3 +114,44 @@ def test_conv_blocks_on_a_team_differentiate(name, monkeypatch) -> None:
             moved[0][k], moved[1][k] = moved[0][k] + eps * v, moved[1][k] - eps * v
             want = (reference(*moved[0]) - reference(*moved[1])) / (2 * eps)
             assert np.sum(grad * v) == pytest.approx(want, rel=1e-8, abs=1e-8)
+
+
+#: Blocks on a team in the parent, then in a forked child (whose loops run alone:
+#: libgomp's threads do not survive fork, and a team of two would wait for them).
+FORK = """
+import json, multiprocessing
+import numpy as np
+import pullback as pb
+from pullback.backends.c.lower import convolutions
+from pullback.nn import functional as F
+
+convolutions.team_size = lambda: 2
+convolutions.runs_parallel = lambda n: True
+convolutions.BLOCK_BYTES = 1 << 15
+
+def conv(a, b):
+    return F.conv(a, b, padding=1)
+
+rng = np.random.default_rng(0)
+x, w = rng.standard_normal((16, 3, 10, 10)), rng.standard_normal((32, 3, 3, 3))
+jitted = pb.jit(conv, backend="c")
+
+def work(k):
+    return jitted(x * k, w).tolist()
+
+if __name__ == "__main__":
+    parent = work(1.0)
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        child = pool.map(work, [2.0])[0]
+    print(json.dumps([parent, child]))
+"""
+
+
+def test_a_child_forked_after_blocks_on_a_team_runs_them(tmp_path) -> None:
+    parent, child = last_json(run(tmp_path, FORK, {"PULLBACK_NUM_THREADS": "2",
+                                                    "PULLBACK_CACHE_DIR": str(tmp_path)}))
+    rng = np.random.default_rng(0)
+    x, w = rng.standard_normal((16, 3, 10, 10)), rng.standard_normal((32, 3, 3, 3))
+    for got, k in ((parent, 1.0), (child, 2.0)):
+        want = conv_reference(x * k, w, (1, 1), ((1, 1), (1, 1)), (1, 1), 1)
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)

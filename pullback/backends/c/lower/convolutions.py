@@ -355,7 +355,10 @@ def _blocks(lw: Lowering, total: int, per: int, block: Callable[[Expr, int, _On]
         saved, threads = lw.fresh("n"), f"{BLAS_PREFIX}openblas_set_num_threads"
         lw.add(Decl(saved, "int", Fn(f"{BLAS_PREFIX}openblas_get_num_threads", ())))
         lw.add(Runtime(threads, (Int(1),)))
-        with lw.loop(b, whole, pragma="parallel", reductions=(f"num_threads({team})",)):
+        # at most the team the scratch is for, and no more than OpenMP's own (one in a
+        # forked child, whose loops run alone: libgomp's threads do not survive fork)
+        fit = f"num_threads({team} < omp_get_max_threads() ? {team} : omp_get_max_threads())"
+        with lw.loop(b, whole, pragma="parallel", reductions=(fit,)):
             slot = lw.fresh("t")
             lw.add(Decl(slot, "int64_t", Fn("omp_get_thread_num", ())))
             block(Sym(b) * per, per, _On(Sym(slot), True))
