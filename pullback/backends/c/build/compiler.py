@@ -371,6 +371,17 @@ def _building(entries: list[tuple[str, str, Callable[[Path], None]]]
             job.exception()  # waits; its error, if any, is the body's to raise
 
 
+def wait_background() -> None:
+    """Wait for the builds under way on worker threads (runtime libraries, the
+    precompiled prelude a first module starts once built), their errors left to the
+    builds that need them: a program (a benchmark) can then time what comes next without
+    them sharing its cores."""
+    with _builds_lock:
+        jobs = list(_builds.values())
+    for job in jobs:
+        job.exception()
+
+
 def _finish(pending: Sequence[Future[Path]]) -> None:
     """Wait for the builds, raising the first one's error."""
     for job in pending:
