@@ -264,7 +264,7 @@ def _lstm_layer(xw: Any, h: Any, c: Any, w_hh: Any) -> tuple[Any, Any, Any]:
 
 def _lstm_fwd(xw: Any, h: Any, c: Any, w_hh: Any) -> tuple[Any, Any]:
     ys, h_last, c_last, gs, hs, cs = _lstm_run(xw, h, c, w_hh, True)
-    return (ys, h_last, c_last), (gs, hs, cs, h, c, w_hh)
+    return (ys, h_last, c_last), (gs, hs, cs, xw, h, c, w_hh)
 
 
 def _lstm_bwd(res: Any, ct: Any) -> tuple[Any, Any, Any, Any]:
@@ -272,7 +272,7 @@ def _lstm_bwd(res: Any, ct: Any) -> tuple[Any, Any, Any, Any]:
     sigmoid gates' derivative ``s (1 - s)``, the tanh gate's ``1 - g^2``) goes into
     ``dzs``, the gradient of ``xw``; then ``w_hh``'s is ``h_prev^T @ dzs`` over all
     steps at once (``hs``: the hidden state each step starts from)."""
-    gs, hs, cs, h0, c0, w_hh = res
+    gs, hs, cs, xw, h0, c0, w_hh = res
     dys, dh, dc = ct
     batch, steps, n = hs.shape
     dzs = np.empty_like(gs)
@@ -289,7 +289,18 @@ def _lstm_bwd(res: Any, ct: Any) -> tuple[Any, Any, Any, Any]:
         dc = dc * f
         dh = dz @ w_hh.T
     dw = hs.reshape(batch * steps, n).T @ dzs.reshape(batch * steps, 4 * n)
-    return dzs, dh.astype(h0.dtype), dc.astype(c0.dtype), dw.astype(w_hh.dtype)
+    return tuple(_cotangent(d, x) for d, x in ((dzs, xw), (dh, h0), (dc, c0), (dw, w_hh)))
+
+
+def _cotangent(d: Any, x: Any) -> Any:
+    """``d``, the gradient of a value that ``x`` broadcast to (a state without the batch
+    axis) and promoted, summed over the broadcast axes and in ``x``'s dtype."""
+    if d.ndim > x.ndim:
+        d = np.sum(d, axis=tuple(range(d.ndim - x.ndim)))
+    ones = tuple(k for k in range(x.ndim) if x.shape[k] == 1 and d.shape[k] != 1)
+    if ones:
+        d = np.sum(d, axis=ones, keepdims=True)
+    return d.astype(x.dtype)
 
 
 _lstm_layer.defvjp(_lstm_fwd, _lstm_bwd)

@@ -76,3 +76,20 @@ def test_gradient_without_an_initial_state() -> None:
                  pb.jit(pb.grad(loss, argnums=(0, 1)), backend="c")):
         for g, w in zip(pb.tree_leaves(grad(layer, xs)), want, strict=True):
             np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-9)
+
+
+def test_gradient_of_a_promoted_and_broadcast_state() -> None:
+    """float32 weights and inputs with a float64 state the layer promotes to (the inputs'
+    gradients float32, the state's float64), and a state without the batch axis that
+    every sequence starts from (its gradient summed over the batch)."""
+    layer, xs, _ = _case(3, 4, 5, 7)
+    state = (RNG.normal(size=7), RNG.normal(size=7))
+    want = differences(both, layer, xs, state)
+    low = (_as(np.float32, layer), xs.astype(np.float32), state)
+    for grad in (pb.grad(both, argnums=(0, 1, 2)),
+                 pb.jit(pb.grad(both, argnums=(0, 1, 2)), backend="c")):
+        got = pb.tree_leaves(grad(*low))
+        assert [g.dtype for g in got] == [np.float32] * 5 + [np.float64] * 2
+        assert [g.shape for g in got] == [w.shape for w in want]
+        for g, w in zip(got, want, strict=True):
+            np.testing.assert_allclose(g, w, rtol=2e-3, atol=2e-3 * np.abs(w).max())
