@@ -11,10 +11,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ....ir.core import Atom, Eqn, Var
+import numpy as np
+
+from ....ir.core import Atom, Eqn, Lit, Var
 from ..loops.ir import (
     Bin,
     Cast,
+    Const,
     Decl,
     Expr,
     Fn,
@@ -76,6 +79,25 @@ def _update_of(lw: Lowering, eqn: Eqn, one: bool = False) -> None:
     lw.flat_loop(out, lambda i: lw.elem(x, i))
 
 
+def _filled(lw: Lowering, upd: Atom) -> Const | None:
+    """The one value of an update that is a constant everywhere: a literal of equal
+    elements, or a broadcast of a 0-d literal (the zeros a cotangent's window is reset
+    to, which loop-invariant code motion hoists into a buffer of its own).  Stored as
+    the constant, a store in a loop does not load that buffer each iteration."""
+    dtype = upd.type.dtype
+    if isinstance(upd, Var):
+        e = lw.plan.producers.get(id(upd))
+        if e is None or e.op.name != "broadcast_in_dim" or not isinstance(e.inputs[0], Lit):
+            return None
+        upd = e.inputs[0]
+    if not isinstance(upd, Lit) or upd.value.size == 0:
+        return None
+    first = upd.value.flat[0]
+    if not np.array_equal(upd.value, np.full_like(upd.value, first), equal_nan=True):
+        return None
+    return Const(np.asarray(first, dtype.np), dtype)
+
+
 @handles("dynamic_update_slice")
 def op_dynamic_update_slice(lw: Lowering, eqn: Eqn) -> None:
     (out,) = eqn.outputs
@@ -85,9 +107,10 @@ def op_dynamic_update_slice(lw: Lowering, eqn: Eqn) -> None:
     dest = Sym(lw.vars[id(out)])
     if upd.type.size == 0:
         return
+    fill = _filled(lw, upd)
     lw.nd_loop(upd.type.shape, lambda idx: lw.add(Set(
         Load(dest, linear(x.type.shape, [s + i for s, i in zip(at, idx, strict=True)])),
-        lw.elem(upd, linear(upd.type.shape, idx)))))
+        fill if fill is not None else lw.elem(upd, linear(upd.type.shape, idx)))))
 
 
 def _checked_index(lw: Lowering, eqn: Eqn, idx_atom: Atom, lin: Expr, axis: int,
