@@ -105,12 +105,13 @@ def test_an_interrupted_build_leaves_no_files(tmp_path):
     directory = tmp_path / "cache"
     temp = private_dir(tmp_path / "tmp")
     fake_cc = tmp_path / "interrupting-cc"
-    # SIGINT again each second while the parent lives (a Ctrl-C pressed again): one
-    # signal was twice not seen in full-suite runs, the compile waited out
+    # SIGINT, and again every 10 s while the parent lives: one signal was twice not acted
+    # on in full-suite runs (the compile waited out); a second one at once would cut the
+    # clean-up of the first short
     fake_cc.write_text('#!/bin/sh\n'
                         'case " $* " in *" pb_"*".c "*)\n'
-                        '  for i in $(seq 30); do kill -INT $PPID 2>/dev/null || exit 1;'
-                        ' sleep 1; done; exit 1;;\n'
+                        '  for i in 1 2 3 4 5 6; do kill -INT $PPID 2>/dev/null || exit 1;'
+                        ' sleep 10; done; exit 1;;\n'
                         'esac\n'
                         f'exec {compiler.compiler_info()[0]} "$@"\n')
     fake_cc.chmod(0o755)
