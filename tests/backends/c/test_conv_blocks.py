@@ -89,11 +89,16 @@ def test_blocked_conv_gradients(name: str) -> None:
         return np.sum(conv_reference(a, b, stride, pads, dilation, 1) * weights)
 
     grads = pb.jit(pb.grad(loss, argnums=(0, 1)), backend="c")(x, w)
-    eps = 1e-4
+    check_directions(grads, (x, w), reference, RNG)
+
+
+def check_directions(grads, args, reference, rng, eps=1e-4) -> None:
+    """Each gradient against central differences of ``reference`` along three random
+    directions in its operand."""
     for k, grad in enumerate(grads):
         for _ in range(3):
-            v = RNG.normal(size=grad.shape)
-            moved = [[x, w], [x, w]]
+            v = rng.normal(size=grad.shape)
+            moved = [list(args), list(args)]
             moved[0][k], moved[1][k] = moved[0][k] + eps * v, moved[1][k] - eps * v
             want = (reference(*moved[0]) - reference(*moved[1])) / (2 * eps)
             assert np.sum(grad * v) == pytest.approx(want, rel=1e-8, abs=1e-8)

@@ -21,6 +21,7 @@ from pullback.backends.c.lower import convolutions
 from pullback.nn import functional as F
 
 from ...nn.test_linear_conv import conv_reference
+from .test_conv_blocks import check_directions
 from .test_limits import last_json, run
 
 pytestmark = pytest.mark.skipif(not compiler.have_compiler(), reason="no C compiler")
@@ -106,14 +107,7 @@ def test_conv_blocks_on_a_team_differentiate(name, monkeypatch) -> None:
     jitted = pb.jit(pb.grad(loss, argnums=(0, 1)), backend="c")
     grads = jitted(x, w)
     assert _teams(jitted, x, w) >= 2  # the input's and the weight's gradients
-    eps = 1e-4
-    for k, grad in enumerate(grads):
-        for _ in range(3):
-            v = RNG.normal(size=grad.shape)
-            moved = [[x, w], [x, w]]
-            moved[0][k], moved[1][k] = moved[0][k] + eps * v, moved[1][k] - eps * v
-            want = (reference(*moved[0]) - reference(*moved[1])) / (2 * eps)
-            assert np.sum(grad * v) == pytest.approx(want, rel=1e-8, abs=1e-8)
+    check_directions(grads, (x, w), reference, RNG)
 
 
 #: Blocks on a team in the parent, then in a forked child (whose loops run alone:

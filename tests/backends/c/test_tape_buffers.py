@@ -100,12 +100,13 @@ def _args():
     return rng.uniform(-1.0, 1.0, N), 0.3
 
 
-def _check_gradient(grad, f, eps=1e-6):
-    u0, a = _args()
+def check_gradient(grad, f, u0, a, eps=1e-6):
+    """``grad(u0, a)`` against central differences of ``f`` (along three random
+    directions in u0, and in a)."""
     gu, ga = grad(u0, a)
     rng = np.random.default_rng(2)
     for _ in range(3):
-        v = rng.standard_normal(N)
+        v = rng.standard_normal(u0.shape)
         slope = (f(u0 + eps * v, a) - f(u0 - eps * v, a)) / (2 * eps)
         np.testing.assert_allclose(np.dot(gu, v), slope, rtol=1e-6, atol=1e-6)
     da = (f(u0, a + eps) - f(u0, a - eps)) / (2 * eps)
@@ -118,14 +119,14 @@ def test_value_and_gradient_match_numpy_and_central_differences(f):
     vg = pb.jit(pb.value_and_grad(f, argnums=(0, 1)), backend="c")
     value, _ = vg(u0, a)
     np.testing.assert_allclose(value, f(u0, a), rtol=1e-12)
-    _check_gradient(lambda *args: vg(*args)[1], f)
+    check_gradient(lambda *args: vg(*args)[1], f, *_args())
     # twice: the second call runs on the buffers the first left in the pool
-    _check_gradient(lambda *args: vg(*args)[1], f)
+    check_gradient(lambda *args: vg(*args)[1], f, *_args())
 
 
 def test_grad_of_jit_matches_central_differences():
-    _check_gradient(pb.grad(pb.jit(written_after_push, backend="c"), argnums=(0, 1)),
-                    written_after_push)
+    check_gradient(pb.grad(pb.jit(written_after_push, backend="c"), argnums=(0, 1)),
+                   written_after_push, *_args())
 
 
 def test_a_saved_array_returned_keeps_its_value():
@@ -136,7 +137,7 @@ def test_a_saved_array_returned_keeps_its_value():
     want, want_prev = saved_and_returned(u0, a)
     np.testing.assert_allclose(value, want, rtol=1e-12)
     np.testing.assert_allclose(prev, want_prev, rtol=1e-12)
-    _check_gradient(lambda *args: vg(*args)[1], saved_and_read)
+    check_gradient(lambda *args: vg(*args)[1], saved_and_read, *_args())
 
 
 def test_heat_saves_each_step_by_pointer_without_a_copy():
