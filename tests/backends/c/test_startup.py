@@ -108,7 +108,7 @@ def test_measured_choices_reach_the_builds(logged_cc, monkeypatch):
     from pullback.backends.c.build import tuning
 
     log = logged_cc()
-    monkeypatch.setattr(compiler, "_cpu_id", lambda: "flags : avx2 avx512f")
+    monkeypatch.setattr(tuning, "cpu_id", lambda: "flags : avx2 avx512f")
     monkeypatch.setattr(tuning, "measure_vector_width",
                         lambda *args: {"choice": "512", "seconds": {}})
     monkeypatch.setattr(tuning, "measure_gemm", lambda *args: {"choice": "packed"})
@@ -156,13 +156,13 @@ def test_large_products_link_the_packed_kernels_only_where_they_may_run(logged_c
     got = pb.jit(lambda x: np.tanh(x @ x.T), backend="c")(a)
     np.testing.assert_allclose(got, np.tanh(a.astype(np.float64) @ a.T.astype(np.float64)),
                                rtol=1e-4, atol=1e-4)
-    avx512 = tuning.has_avx512(compiler._cpu_id())
+    avx512 = tuning.has_avx512(tuning.cpu_id())
     assert bool(lines(log, "libpbpacked.c")) == avx512
     calls = "pb_gemm_packed_float32(1, 1, 1, 1, a, 0, b, 0, NULL, c);"
     assert ("pbpacked" in libraries.needed(calls)) == avx512
-    monkeypatch.setattr(compiler, "_cpu_id", lambda: "flags : avx2 avx512f")
+    monkeypatch.setattr(tuning, "cpu_id", lambda: "flags : avx2 avx512f")
     assert "pbpacked" in libraries.needed(calls)
-    monkeypatch.setattr(compiler, "_cpu_id", lambda: "flags : avx2")
+    monkeypatch.setattr(tuning, "cpu_id", lambda: "flags : avx2")
     assert "pbpacked" not in libraries.needed(calls)
     monkeypatch.setenv("PULLBACK_CFLAGS", "-mavx512f")
     assert "pbpacked" in libraries.needed(calls)

@@ -79,7 +79,7 @@ def test_the_vector_width_program_builds_and_runs_with_each_width(cache_dir):
 
 @needs_cc
 @pytest.mark.slow
-@pytest.mark.skipif(not tuning.has_avx512(compiler._cpu_id()),
+@pytest.mark.skipif(not tuning.has_avx512(tuning.cpu_id()),
                     reason="the packed kernels are built only with AVX-512")
 def test_the_gemm_measurement_runs_both_kernels(cache_dir):
     packed = compiler.library_path("pbpacked", libraries.LIBRARIES["pbpacked"][0])
@@ -94,7 +94,7 @@ def test_threads_wait_as_the_measured_gemm_choice_wants(cache_dir, monkeypatch):
     for name in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "OPENBLAS_CORETYPE", "PULLBACK_GEMM"):
         monkeypatch.setenv(name, "")  # restored after the test
         monkeypatch.delenv(name)
-    monkeypatch.setattr(compiler, "_cpu_id", lambda: AVX512)
+    monkeypatch.setattr(tuning, "cpu_id", lambda: AVX512)
     compiler.choose_threading()
     assert os.environ.pop("OMP_WAIT_POLICY") == "PASSIVE"  # nothing measured yet
     monkeypatch.setattr(tuning, "measure_gemm", lambda *args: {"choice": "packed"})

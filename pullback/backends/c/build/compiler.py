@@ -145,7 +145,7 @@ def build_module(source: str, module_name: str, *,
     ldflags = [*map(str, paths), *(f"-Wl,-rpath,{p.parent}" for p in paths[:1]), *_ldflags()]
     key = cache.key(source, sorted(headers.items()), argv, version, cflags, ldflags,
                     module_name, numpy.__version__, sysconfig.get_config_var("EXT_SUFFIX"),
-                    _cpu_id())
+                    tuning.cpu_id())
     with _building([entry for entry in linked if cache.existing(*entry[:2]) is None]
                    ) as pending:
 
@@ -186,11 +186,11 @@ def _choose_gemm(packed: str, source: str) -> None:
     """Tell the packed library (once per process, before any module calls it) whether
     it computes the large float products: measured (``tuning.gemm_choice``) unless
     PULLBACK_GEMM says (``runtime.h`` reads it)."""
-    if config.gemm() or not tuning.has_avx512(_cpu_id()):
+    if config.gemm() or not tuning.has_avx512(tuning.cpu_id()):
         return
     import ctypes
 
-    choice = tuning.gemm_choice(Path(packed), openblas_library(), _cpu_id(), source)
+    choice = tuning.gemm_choice(Path(packed), openblas_library(), tuning.cpu_id(), source)
     ctypes.c_int.in_dll(ctypes.CDLL(packed), "pb_gemm_packed_chosen").value = \
         choice == "packed"
 
@@ -284,7 +284,7 @@ def _library(argv: tuple[str, ...], version: str, cflags: tuple[str, ...], name:
     accept nearly everywhere, and again with those they accept where they reject any."""
     own = libraries.FLAGS.get(name, ())
     key = cache.key("library", name, source, sorted(headers.items()), argv, version, cflags,
-                    own, numpy.__version__, sysconfig.get_config_var("EXT_SUFFIX"), _cpu_id())
+                    own, numpy.__version__, sysconfig.get_config_var("EXT_SUFFIX"), tuning.cpu_id())
     soname = f"lib{name}-{key}.so"
 
     def build(out: Path) -> None:
@@ -474,7 +474,7 @@ def _probed(argv: tuple[str, ...], version: str, cflags: tuple[str, ...]
 def _probe_and_measure(argv: tuple[str, ...], version: str, cflags: tuple[str, ...]
                        ) -> tuple[list[str], bool, list[str]]:
     accepted, vector = _probe_entry(argv, version, cflags)
-    return accepted, vector, tuning.vector_flags(argv, accepted, vector, _cpu_id())
+    return accepted, vector, tuning.vector_flags(argv, accepted, vector, tuning.cpu_id())
 
 
 def _probe_entry(argv: tuple[str, ...], version: str, cflags: tuple[str, ...]
@@ -682,24 +682,12 @@ def choose_threading() -> None:
 def _measured_gemm() -> str:
     """The GEMM choice an earlier process measured on this machine, without measuring
     or building anything (``""`` when none did)."""
-    if not tuning.has_avx512(_cpu_id()):
+    if not tuning.has_avx512(tuning.cpu_id()):
         return ""
     with contextlib.suppress(Exception):  # no usable cache or OpenBLAS: not measured
-        return tuning.cached_gemm_choice(openblas_library(), _cpu_id(),
+        return tuning.cached_gemm_choice(openblas_library(), tuning.cpu_id(),
                                          libraries.LIBRARIES["pbpacked"][0])
     return ""
-
-
-@functools.cache
-def _cpu_id() -> str:
-    """What -march=native targets: the feature list of the first CPU (Linux), else the
-    processor's name."""
-    with contextlib.suppress(OSError):
-        with open("/proc/cpuinfo") as cpuinfo:
-            for line in cpuinfo:
-                if line.startswith(("flags", "Features")):  # x86, arm
-                    return line.strip()
-    return f"{platform.machine()} {platform.processor()}"
 
 
 # before any module this backend builds loads OpenMP and OpenBLAS

@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 from .... import config
+from . import tuning
 
 _RUNTIME = Path(__file__).parent.parent / "runtime"
 #: The header every module includes first and only (``emit/entry.py``), which the
@@ -54,9 +55,7 @@ def packed_called() -> bool:
     machine's first module with large products does not wait for the library's build
     (0.05 s of CPU and a compiler process; AMD EPYC).  With flags of the user's
     (``PULLBACK_CFLAGS``, which may ask for AVX-512) they are linked as before."""
-    from . import compiler, tuning  # here: compiler imports this module
-
-    return bool(config.cflags()) or tuning.has_avx512(compiler._cpu_id())
+    return bool(config.cflags()) or tuning.has_avx512(tuning.cpu_id())
 
 
 def linked_by_all() -> dict[str, str]:

@@ -58,7 +58,7 @@ def parallel_min() -> int:
     except compiler.BuildError:  # no (usable) compiler: nothing to measure with
         return PARALLEL_MIN
     with _measuring:
-        return tuning.parallel_min(argv, accepted, compiler._cpu_id(), team_size(),
+        return tuning.parallel_min(argv, accepted, tuning.cpu_id(), team_size(),
                                    PARALLEL_MIN)
 
 

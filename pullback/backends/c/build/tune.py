@@ -18,7 +18,7 @@ def main() -> None:
     found = compiler._found()
     cflags = tuple(compiler._cflags())
     accepted, mvec, _ = compiler._probed(*found, cflags)
-    cpu = compiler._cpu_id()
+    cpu = tuning.cpu_id()
     print(f"CPU: {_cpu_name()}; AVX-512: {'yes' if tuning.has_avx512(cpu) else 'no'}")
     print("vector flags: " + " ".join(sorted(f for f in cpu.split()
                                              if f.startswith(("avx", "amx", "fma")))))

@@ -26,10 +26,12 @@ every choice afresh and prints it with its timings (``tune.py``).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import math
 import os
+import platform
 import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -38,6 +40,18 @@ from pathlib import Path
 import numpy
 
 from . import cache
+
+
+@functools.cache
+def cpu_id() -> str:
+    """What -march=native targets: the feature list of the first CPU (Linux), else the
+    processor's name (measurements are cached per CPU)."""
+    with contextlib.suppress(OSError):
+        with open("/proc/cpuinfo") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith(("flags", "Features")):  # x86, arm
+                    return line.strip()
+    return f"{platform.machine()} {platform.processor()}"
 
 #: How much faster than the default (a fraction of its time) a choice must measure.
 MARGIN = 0.05
@@ -189,7 +203,7 @@ def measure_parallel(argv: Sequence[str], flags: Sequence[str], threads: int,
 
 
 def has_avx512(cpu_id: str) -> bool:
-    """Whether the CPU's flags (``compiler._cpu_id``) name AVX-512's foundation."""
+    """Whether the CPU's flags (``cpu_id``) name AVX-512's foundation."""
     return "avx512f" in cpu_id.split()
 
 

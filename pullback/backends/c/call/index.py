@@ -45,7 +45,7 @@ from ....errors import Loc
 from ....ir.core import Block, Func, Module
 from ....ir.printer import format_module
 from ....ir.types import DType, StackType, TensorType
-from ..build import cache, compiler, libraries, threads
+from ..build import cache, compiler, libraries, threads, tuning
 from .compiled import Compiled, Printed, Site
 
 NAME = "index.json"
@@ -88,7 +88,7 @@ def _settings() -> list:
     program = shutil.which(words[0]) if words else None
     info = os.stat(program) if program else None
     return [config.columns(), words, program, info and [info.st_size, info.st_mtime_ns],
-            config.cflags(), compiler._cpu_id(), threads.team_size(), numpy.__version__,
+            config.cflags(), tuning.cpu_id(), threads.team_size(), numpy.__version__,
             sys.version, importlib.machinery.EXTENSION_SUFFIXES]
 
 
