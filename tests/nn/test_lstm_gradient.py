@@ -45,10 +45,21 @@ def _as(dtype: Any, tree: Any) -> Any:
     return pb.tree_map(lambda a: np.asarray(a, dtype), tree)
 
 
-@pytest.mark.parametrize("loss", [outputs_only, last_state_only, both])
-@pytest.mark.parametrize("batch,steps,features,hidden", [(1, 1, 3, 5), (1, 7, 5, 13),
-                                                         (3, 6, 17, 9)])
-@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+SIZES = [(1, 1, 3, 5), (1, 7, 5, 13), (3, 6, 17, 9)]
+
+
+def _tiered(loss: Any, size: tuple[int, ...], dtype: Any) -> Any:
+    """Every loss and dtype at the smallest size, and the largest size with both parts of
+    the loss in float64, in the default tier; the rest (7-14 s each: central
+    differences of every weight) in the slow one."""
+    default = size == SIZES[0] or (size == SIZES[-1] and loss is both and dtype is np.float64)
+    return pytest.param(loss, *size, dtype, marks=() if default else pytest.mark.slow,
+                        id=f"{np.dtype(dtype).name}-{'-'.join(map(str, size))}-{loss.__name__}")
+
+
+@pytest.mark.parametrize("loss,batch,steps,features,hidden,dtype",
+                         [_tiered(loss, size, dtype) for dtype in (np.float64, np.float32)
+                          for size in SIZES for loss in (outputs_only, last_state_only, both)])
 def test_compiled_gradient_equals_central_differences(loss, batch, steps, features, hidden,
                                                       dtype) -> None:
     args = _case(batch, steps, features, hidden)
