@@ -236,9 +236,9 @@ print(json.dumps([blas.scipy_openblas_get_num_threads(), omp.omp_get_max_threads
 
 @pytest.mark.parametrize(("threads", "gemm"), [("1", "blas"), ("3", "blas"), ("2", "packed")])
 def test_num_threads_sets_loops_and_blas(threads, gemm):
-    """Also: where OpenBLAS computes the large products, OpenMP's idle threads sleep at
-    once (they would starve OpenBLAS's threads); where the packed kernels do, they spin
-    a little first (to meet the kernels' next barrier)."""
+    """Also: idle OpenMP threads spin a while, then sleep (not so long where OpenBLAS
+    computes the large products that they starve its threads; a little where the packed
+    kernels do, to meet their next barrier)."""
     env = {**os.environ, "PULLBACK_NUM_THREADS": threads, "OMP_DISPLAY_ENV": "VERBOSE",
            "PULLBACK_GEMM": gemm}
     for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OMP_WAIT_POLICY",
@@ -248,7 +248,7 @@ def test_num_threads_sets_loops_and_blas(threads, gemm):
     proc = subprocess.run([sys.executable, "-c", _THREADS_CHILD], cwd=root, env=env,
                           capture_output=True, text=True, check=True)
     assert json.loads(proc.stdout.splitlines()[-1]) == [int(threads), int(threads)]
-    spins = "0" if gemm == "blas" else compiler.SPIN  # PASSIVE: no spinning
+    spins = compiler.BLAS_SPIN if gemm == "blas" else compiler.SPIN
     assert f"GOMP_SPINCOUNT = '{spins}'" in proc.stderr
 
 

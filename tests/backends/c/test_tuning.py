@@ -89,14 +89,15 @@ def test_the_gemm_measurement_runs_both_kernels(cache_dir):
 
 
 def test_threads_wait_as_the_measured_gemm_choice_wants(cache_dir, monkeypatch):
-    """Idle OpenMP threads sleep at once unless an earlier process measured the packed
-    kernels faster; OpenBLAS's core type, which NumPy's BLAS reads too, is left alone."""
+    """Idle OpenMP threads spin for OpenBLAS's products unless an earlier process measured
+    the packed kernels faster, then for theirs; OpenBLAS's core type, which NumPy's BLAS
+    reads too, is left alone."""
     for name in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "OPENBLAS_CORETYPE", "PULLBACK_GEMM"):
         monkeypatch.setenv(name, "")  # restored after the test
         monkeypatch.delenv(name)
     monkeypatch.setattr(tuning, "cpu_id", lambda: AVX512)
     compiler.choose_threading()
-    assert os.environ.pop("OMP_WAIT_POLICY") == "PASSIVE"  # nothing measured yet
+    assert os.environ.pop("GOMP_SPINCOUNT") == compiler.BLAS_SPIN  # nothing measured yet
     monkeypatch.setattr(tuning, "measure_gemm", lambda *args: {"choice": "packed"})
     tuning.gemm_choice(cache_dir / "p.so", compiler.openblas_library(), AVX512,
                        libraries.LIBRARIES["pbpacked"][0])

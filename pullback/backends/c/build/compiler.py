@@ -662,21 +662,25 @@ def _openblas() -> Path:
 #: on two threads: 14.6 ms sleeping at once, 9.8 ms spinning 3000 times), short enough
 #: that BLAS threads are not starved.
 SPIN = "3000"
+#: How long they spin where OpenBLAS computes the large products: about a hundred
+#: microseconds, so a worker meets a loop that follows a product or a short step of a
+#: time loop awake, and sleeps through a long product (2 threads, AMD EPYC: the LSTM
+#: step 80.7 -> 61.0 ms median sleeping at once against this spin, the transformer 101
+#: -> 78 ms, the CNN 19.1 -> 14.0 ms, the MLP 19.1 -> 19.2 ms; spinning without end,
+#: the MLP's OpenBLAS threads starve: 54 ms against 16).
+BLAS_SPIN = "100000"
 
 
 def choose_threading() -> None:
     """How idle OpenMP threads wait, read once when the first compiled module loads
     OpenMP, unless the user has set it.  Where OpenBLAS computes the large products, they
-    sleep at once (``OMP_WAIT_POLICY=PASSIVE``): spinning, they starve OpenBLAS's threads
-    (an MLP step on two threads: 54 ms spinning, 16 ms sleeping).  Where the runtime's
-    packed kernels do (``PULLBACK_GEMM=packed``, or measured faster on this machine by an
-    earlier process: ``tuning.gemm_choice``), they spin ``SPIN`` times first."""
+    spin ``BLAS_SPIN`` times, then sleep.  Where the runtime's packed kernels do
+    (``PULLBACK_GEMM=packed``, or measured faster on this machine by an earlier process:
+    ``tuning.gemm_choice``), they spin ``SPIN`` times first."""
     if "OMP_WAIT_POLICY" in os.environ or "GOMP_SPINCOUNT" in os.environ:
         return
-    if (config.gemm() or _measured_gemm()) == "packed":
-        os.environ["GOMP_SPINCOUNT"] = SPIN
-    else:
-        os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+    packed = (config.gemm() or _measured_gemm()) == "packed"
+    os.environ["GOMP_SPINCOUNT"] = SPIN if packed else BLAS_SPIN
 
 
 def _measured_gemm() -> str:
