@@ -26,7 +26,8 @@ class FastEntry(NamedTuple):
     call: Callable
     form: bytes
     tree: TreeDef | None  # the positional arguments' structure, unless all are leaves
-    taken: tuple[int, ...] | None  # the leaves passed on (all: None)
+    pick: Callable[[Sequence], tuple | None] | None  # the leaves passed on, or None where
+    # a fixed Python scalar differs (see ``guard``); None: all leaves, as they come
     guard: tuple  # (leaf count, (place, type, value) of the Python scalars fixed)
     nest: Callable[[tuple], Any] | None  # nests the flat results (None: as they come)
     pinned: tuple[tuple[dict, str, Any], ...]  # globals it reads: the same objects still?
@@ -45,19 +46,56 @@ class FastEntry(NamedTuple):
                 return NotImplemented
             leaves = tuple(flat)
         passed = leaves
-        if self.taken is not None:
-            size, fixed = self.guard
-            if len(leaves) != size or not all(type(leaves[j]) is t and leaves[j] == v
-                                              for j, t, v in fixed):
+        if self.pick is not None:
+            passed = self.pick(leaves)
+            if passed is None:
                 return NotImplemented
-            passed = tuple([leaves[j] for j in self.taken])
-        if self.captures:
+        if self.feeds is not None:
+            env, get, one = self.feeds
+            try:
+                now = get(env)
+            except KeyError:  # a global deleted: the general path says so
+                return NotImplemented
+            passed = (*passed, now) if one else (*passed, *now)
+        elif self.captures:
             values = current_inputs(self.captures, cells, leaves, native=True)
             if values is None:
                 return NotImplemented
             if values:
                 passed = (*passed, *values)
         return self.call(passed, self.form)
+
+
+def _taker(places: Sequence[int]) -> Callable[[Sequence], tuple]:
+    """The leaves at ``places``, as a tuple (``operator.itemgetter`` of one place gives
+    the leaf itself)."""
+    if len(places) == 1:
+        (k,) = places
+        return lambda leaves: (leaves[k],)
+    return operator.itemgetter(*places) if places else lambda leaves: ()
+
+
+def _picker(size: int, fixed: tuple, taken: Sequence[int]) -> Callable[[Sequence],
+                                                                       tuple | None]:
+    """What checks the Python scalars a specialisation is fixed on (``fixed``: (place,
+    type, value) each, among ``size`` leaves) and takes the run-time leaves at
+    ``taken``; one fixed scalar, the common case (a step count), is checked inline."""
+    take = _taker(taken)
+    if len(fixed) == 1:
+        ((j, t, v),) = fixed
+
+        def pick_one(leaves: Sequence) -> tuple | None:
+            if len(leaves) == size and type(leaves[j]) is t and leaves[j] == v:
+                return take(leaves)
+            return None
+        return pick_one
+
+    def pick(leaves: Sequence) -> tuple | None:
+        if len(leaves) == size and all(type(leaves[j]) is t and leaves[j] == v
+                                       for j, t, v in fixed):
+            return take(leaves)
+        return None
+    return pick
 
 
 def _nesting(shape: Any) -> Callable[[tuple], Any] | None:
@@ -124,10 +162,11 @@ def fast_entry(staged: Staged, sig: Signature, args: tuple) -> FastEntry | None:
             for _, kind, weak in staged.outputs]
     guard = tuple((j, type(a), a) for j, (a, k) in enumerate(zip(flat, kinds, strict=True))
                   if k is None)
-    taken = tuple(j for j, k in enumerate(kinds) if k is not None) if guard else None
+    taken = [j for j, k in enumerate(kinds) if k is not None]
+    pick = _picker(len(flat), guard, taken) if guard else None
     all_leaves = len(flat) == len(args) and all(a is x for a, x in zip(args, flat, strict=True))
     nested = None if all_leaves else tree
-    return FastEntry(call, form(shape_form, ins, outs), nested, taken,
+    return FastEntry(call, form(shape_form, ins, outs), nested, pick,
                      (len(flat), guard) if guard else (), nest,
                      tuple((x.env, x.name, x.seen) for x in staged.captures if x.pinned),
                      tuple(x for x in staged.captures if not x.pinned), _feeds(staged))
