@@ -2,13 +2,16 @@
 so that the build compiles them as separate translation units at once on several cores
 (``build/units.py``).  The function itself keeps its arena and calls its parts in order.
 
-A part receives the function's parameters and its arena; a top-level variable another
-part declared is declared again from the arena or the parameters where its declaration
-can be repeated (an arena buffer, a view never reassigned: the C compiler still sees
-where it points, as in one function), else passed by address: the part copies it in,
-works on its own copy, and writes it back before it returns.  In a module compiled as
-one file the parts are ``static`` functions called once, which the compiler inlines
-back.
+A part receives those of the function's parameters it reads (passing all of them made
+every call and prototype as long as the parameter list: a transformer's training step,
+240 parameters, 31 parts, spent 1.1 s of GCC on the function calling them and 7.4 s in
+all, against 0.1 s and 4.5 s passing only those read; AMD EPYC, GCC 12, CPU time) and
+its arena; a top-level variable another part declared is declared again from the arena
+or the parameters where its declaration can be repeated (an arena buffer, a view never
+reassigned: the C compiler still sees where it points, as in one function), else passed
+by address: the part copies it in, works on its own copy, and writes it back before it
+returns.  In a module compiled as one file the parts are ``static`` functions called
+once, which the compiler inlines back.
 """
 
 from __future__ import annotations
@@ -74,7 +77,9 @@ def outline(name: str, params: list[str], args: list[str], arena: bool, head: li
         shared.update(by_address)
         redeclared = _with_dependencies([v for v in inward if v in again], top, again)
         part = f"{name}_part{p}"
-        signature = ", ".join(["pb_ctx *ctx", *params,
+        reads = used[p].union(*(_IDENTIFIER.findall(top[v].again or "") for v in redeclared))
+        taken = [k for k, a in enumerate(args) if a in reads]
+        signature = ", ".join(["pb_ctx *ctx", *(params[k] for k in taken),
                                *(["char *pb_arena"] if arena else []),
                                *(f"{top[v].ctype} *pb_at_{v}" for v in by_address)])
         lines = [f"{PART} int {part}({signature}) {{"]
@@ -85,7 +90,8 @@ def outline(name: str, params: list[str], args: list[str], arena: bool, head: li
         lines.append(text)
         lines += [f"    *pb_at_{v} = {v};" for v in by_address]
         parts += [*lines, *tail, "}", MARK]
-        call_args = ", ".join(["ctx", *args, *(["pb_arena"] if arena else []),
+        call_args = ", ".join(["ctx", *(args[k] for k in taken),
+                               *(["pb_arena"] if arena else []),
                                *(f"&{v}" for v in by_address)])
         body.append(f"    if ({part}({call_args})) goto fail;")
     body[len(head):len(head)] = [f"    {top[v].ctype} {v} = 0;"
