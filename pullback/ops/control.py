@@ -111,7 +111,7 @@ while_loop = Op(
 # -- for_loop -----------------------------------------------------------------------
 
 
-def _for_infer(ts, body, checkpoint=0):
+def _for_infer(ts, body, checkpoint=0, adjoint=False):
     lo, hi, step, *carry = ts
     bounds = (lo, hi, step)
     if any(not isinstance(t, TensorType) or t.shape != () or not t.dtype.is_int for t in bounds):
@@ -128,7 +128,7 @@ def _for_infer(ts, body, checkpoint=0):
     return carry
 
 
-def _for_impl(lo, hi, step, *carry, body, run, checkpoint=0):
+def _for_impl(lo, hi, step, *carry, body, run, checkpoint=0, adjoint=False):
     if int(step) == 0:
         raise ValueError("range() arg 3 must not be zero")
     index_dtype = body.params[0].type.dtype.np
@@ -141,10 +141,12 @@ for_loop = Op(
     "for_loop",
     infer=_for_infer,
     impl=_for_impl,
-    params={"body": "block", "checkpoint": "int"},
+    # adjoint: a reverse sweep's loop, all of whose results are derivatives (its sums
+    # may be reordered: ``backends/c/loops/stencils.py``)
+    params={"body": "block", "checkpoint": "int", "adjoint": "bool"},
     multiple_results=True,
     fusion="control",
-    optional=("checkpoint",),
+    optional=("checkpoint", "adjoint"),
 )
 
 

@@ -300,7 +300,7 @@ class ReverseMode:
             else:
                 back = current().emit("for_loop", [const(0, index), count, const(1, index),
                                                    *couts, *[outs[k] for k in shifted],
-                                                   ctx.btape], {"body": bwd})
+                                                   ctx.btape], {"body": bwd, "adjoint": True})
             _absorb(cts, [xs[k] for k in varied], back[:len(couts)], replaces)
             ctx.btape = back[-1]
 

@@ -72,4 +72,4 @@ def _counted(r: Range, constants: dict[str, int]) -> Stmt:
     trips = len(range(lo, hi, step))
     if trips * work(r.body) > QUIET:
         return r
-    return Loop(r.var, Int(hi), r.body, start=Int(lo), step=step)
+    return Loop(r.var, Int(hi), r.body, start=Int(lo), step=step, adjoint=r.adjoint)

@@ -273,7 +273,8 @@ class Loop(Stmt):
     """``for var in range(start, stop, step)``.  ``pragma`` is ``simd``, ``parallel``
     (threads share the iterations) or ``parallel simd`` (OpenMP, with the
     ``reductions`` clauses and any other, such as ``simdlen``); ``fused`` names the
-    graph equations a kernel computes, for the reader."""
+    graph equations a kernel computes, for the reader; ``adjoint``: a reverse sweep's
+    loop (``Range.adjoint``)."""
 
     var: str
     stop: Expr
@@ -283,12 +284,14 @@ class Loop(Stmt):
     reductions: tuple[str, ...] = ()
     fused: tuple[str, ...] = ()
     step: int = 1
+    adjoint: bool = False
 
 
 @dataclass(eq=False)
 class Range(Stmt):
     """A graph ``for_loop``: Python's ``range(lo, hi, step)`` in the loop index's type;
-    a zero step raises ``ValueError``."""
+    a zero step raises ``ValueError``.  ``adjoint``: a reverse sweep's loop, whose
+    results are all derivatives, so its sums may be added in another order."""
 
     var: str
     ctype: str
@@ -296,6 +299,7 @@ class Range(Stmt):
     hi: Expr
     step: Expr
     body: list[Stmt]
+    adjoint: bool = False
 
 
 @dataclass(eq=False)

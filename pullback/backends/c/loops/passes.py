@@ -9,6 +9,7 @@ from .counted import count_short_ranges
 from .ir import PARALLEL_MIN, LoopFunc, LoopModule
 from .panels import panel_products
 from .splitting import split_kernels
+from .stencils import gather_stencils
 from .transposed import transpose_products
 
 #: Whether a loop of so many iterations runs on every thread (``build/threads.py``).
@@ -43,6 +44,7 @@ LOOP_PASSES: list[tuple[str, Callable[[LoopFunc, Parallel], None]]] = [
     ("split", _split),  # kernels choosing by index split into stretches
     ("arena", _arena),  # the entry's top-level buffers placed on the call's arena
     ("counted", _counted),  # short constant-bound program loops stop polling for Ctrl-C
+    ("stencils", gather_stencils),  # loops on elements: adds at offsets gathered, sums split
 ]
 
 

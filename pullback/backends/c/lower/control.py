@@ -173,7 +173,8 @@ def op_for_loop(lw: Lowering, eqn: Eqn) -> None:
     lw.add(If(Bin("==", Sym(s), Int(0)), [Raise(
         "ValueError", "range() arg 3 must not be zero", site=lw.mod.site(eqn))]))
     lw.add(Range(i, it, lw.scalar(lo), Sym(h), Sym(s),
-                 [_loop_body(lw, eqn.params["body"], carry, prefix=[i])]))
+                 [_loop_body(lw, eqn.params["body"], carry, prefix=[i])],
+                 adjoint=eqn.params.get("adjoint", False)))
 
 
 @handles("call")
