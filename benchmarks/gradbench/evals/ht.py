@@ -10,8 +10,6 @@ its own point's two ``us`` only) then d r / d theta; in the simple variant, 26.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import numpy as np
 
 import pullback as pb
@@ -141,8 +139,11 @@ def jacobian(theta: np.ndarray, us: np.ndarray, model: dict, parents: tuple,
     return np.concatenate((j_shift, j_theta), axis=1)
 
 
-_objective = pb.jit(objective, static_argnames=("parents", "is_mirrored"))
-_jacobian = pb.jit(jacobian, static_argnames=("parents", "is_mirrored"))
+# ``parents`` (a tuple of ints) and ``is_mirrored`` are Python scalars the compiled code is
+# specialised on, checked on each call; passed by position, a call takes the fast path
+# (static_argnames and keywords took the general one: 70 us of a 0.39 ms objective).
+_objective = pb.jit(objective)
+_jacobian = pb.jit(jacobian)
 
 
 def _prepare(raw: dict) -> tuple:
@@ -167,11 +168,7 @@ def _prepare(raw: dict) -> tuple:
             bool(m["is_mirrored"]))
 
 
-def _run(fn: Callable) -> Callable:
-    return lambda a: fn(a[0], a[1], a[2], parents=a[3], is_mirrored=a[4])
-
-
 FUNCTIONS = {
-    "objective": Entry(_prepare, _run(_objective), lambda r: r.tolist()),
-    "jacobian": Entry(_prepare, _run(_jacobian), lambda j: j.tolist()),
+    "objective": Entry(_prepare, lambda a: _objective(*a), lambda r: r.tolist()),
+    "jacobian": Entry(_prepare, lambda a: _jacobian(*a), lambda j: j.tolist()),
 }
