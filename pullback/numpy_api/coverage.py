@@ -67,6 +67,8 @@ def _listed() -> list[Any]:
 def callables_by_module() -> dict[str, list[str]]:
     """Entries of the mapped callables, grouped by the module that defines them."""
     load_installed()
+    for name in ("nn", "optim", "random", "train"):  # pb.random registers on first use
+        importlib.import_module(f"pullback.{name}")
     groups: dict[str, list[Any]] = defaultdict(list)
     for obj in _listed():
         groups[_module(obj)].append(obj)
@@ -81,6 +83,11 @@ def _section(title: str, entries: list[str]) -> list[str]:
     return [f"## {title} ({len(entries)})", "", *(f"- {e}" for e in entries), ""]
 
 
+def numpy_series() -> str:
+    """The installed NumPy's major.minor: what it has to map changes between them."""
+    return ".".join(np.__version__.split(".")[:2])
+
+
 def render() -> str:
     """The text of ``docs/numpy_coverage.md``."""
     groups = callables_by_module()
@@ -90,6 +97,7 @@ def render() -> str:
         "",
         "Generated from the registries of `pullback/numpy_api/` by",
         "`python -m pullback.numpy_api.coverage > docs/numpy_coverage.md`; do not edit.",
+        f"Made with NumPy {numpy_series()}: another NumPy maps the callables it has.",
         "",
         f"**{len(_listed())} distinct callables** ({counts}), {len(METHODS)} ndarray methods, "
         f"{len(ATTRIBUTES)} ndarray attributes, {len(OPERATORS)} Python operators.",

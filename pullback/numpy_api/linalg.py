@@ -9,8 +9,10 @@ products treat Python scalars as arrays (``np.dot(x32, 2.0)`` is float64), and
 
 from __future__ import annotations
 
+import functools
 import operator
 import string
+import warnings
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
@@ -950,6 +952,19 @@ def _cross3(a: Atom, b: Atom) -> Atom:
     return S.concatenate(*(_reshape(p, (*shape, 1)) for p in parts), axis=len(shape))
 
 
+@functools.cache
+def _numpy_refuses_2_vectors() -> str:
+    """NumPy's message where the installed NumPy raises ValueError for 2-vectors (as
+    2.5 does; 2.0-2.4 only warn), else ``""``."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        try:
+            np.cross(np.zeros(2), np.zeros(3))
+        except ValueError as e:
+            return str(e)
+    return ""
+
+
 @register(np.cross)
 def cross(a: Any, b: Any, axisa: int = -1, axisb: int = -1, axisc: int = -1,
           axis: Any = None) -> Atom:
@@ -966,6 +981,9 @@ def cross(a: Any, b: Any, axisa: int = -1, axisb: int = -1, axisc: int = -1,
     if not dims <= {2, 3}:
         raise ShapeError("incompatible dimensions for cross product\n(dimension must be 2 or 3)")
     if dims != {3}:
+        refusal = _numpy_refuses_2_vectors()
+        if refusal:
+            raise ShapeError(refusal)
         raise UnsupportedError("cross products of 2-vectors are deprecated in NumPy 2",
                                hint="append a zero component to make 3-vectors")
     if dt.is_bool:

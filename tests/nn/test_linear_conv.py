@@ -284,8 +284,9 @@ def test_against_torch() -> None:
                        padding="same", dilation=2)
     np.testing.assert_allclose(same(x[:, :, 0]), theirs.numpy(), rtol=1e-12, atol=1e-13)
     np.testing.assert_array_equal(nn.MaxPool2d(3, 2, 1)(x), fn.max_pool2d(t, 3, 2, 1).numpy())
+    # a window of six added in another order (torch 2.11 on an AVX-512 Xeon: 1.7e-14)
     np.testing.assert_allclose(nn.AvgPool2d((2, 3), 1, (1, 1))(x),
-                               fn.avg_pool2d(t, (2, 3), 1, (1, 1)).numpy(), rtol=1e-14)
+                               fn.avg_pool2d(t, (2, 3), 1, (1, 1)).numpy(), rtol=1e-13)
     # A torch Linear's weight is [out, in]: ours is its transpose.
     linear = torch.nn.Linear(8, 3).double()
     ours = nn.Linear(linear.weight.detach().numpy().T, linear.bias.detach().numpy())

@@ -4,12 +4,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+import pytest
+
 from pullback.numpy_api import CALLABLES, coverage
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "numpy_coverage.md"
 
 
 def test_document_is_current():
+    made_with = f"Made with NumPy {coverage.numpy_series()}:"
+    if made_with not in DOC.read_text():
+        pytest.skip(f"the document was made with another NumPy than {np.__version__}")
     assert DOC.read_text() == coverage.render(), (
         "docs/numpy_coverage.md is stale: python -m pullback.numpy_api.coverage > "
         "docs/numpy_coverage.md"

@@ -4,8 +4,10 @@ staged and run against NumPy itself (values, dtypes, errors)."""
 import numpy as np
 import pytest
 
-from harness import check, check_method, check_operator, check_raises
+from harness import check, check_method, check_operator, check_raises, stage
 from pullback.errors import ConcretizationError, UnsupportedError
+from pullback.numpy_api import CALLABLES
+from pullback.numpy_api import linalg as linalg_api
 
 DTYPES = [np.bool_, np.int32, np.int64, np.float32, np.float64]
 NUMERIC = [np.int32, np.int64, np.float32, np.float64]
@@ -592,9 +594,23 @@ def test_cross_errors(a, b, kw, exc):
 
 
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")
-def test_cross_of_2_vectors_is_unsupported():
-    with pytest.raises(UnsupportedError):
-        check(np.cross, arr(2), arr(3))
+def test_cross_of_2_vectors_is_refused():
+    """NumPy 2.0-2.4 compute them with a deprecation warning: pullback refuses them;
+    a NumPy that raises ValueError for them (2.5) gets the same ValueError."""
+    try:
+        np.cross(arr(2), arr(3))
+    except ValueError:
+        check_raises(ValueError, np.cross, arr(2), arr(3))
+    else:
+        with pytest.raises(UnsupportedError):
+            check(np.cross, arr(2), arr(3))
+
+
+def test_cross_of_2_vectors_follows_a_numpy_that_raises(monkeypatch):
+    message = "Both input arrays must be (arrays of) 3-dimensional vectors"
+    monkeypatch.setattr(linalg_api, "_numpy_refuses_2_vectors", lambda: message)
+    with pytest.raises(ValueError, match="3-dimensional vectors"):
+        stage(CALLABLES[np.cross], (arr(2), arr(3)), {})
 
 
 @pytest.mark.parametrize("dt", DTYPES)
