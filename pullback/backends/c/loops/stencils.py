@@ -10,7 +10,8 @@ element at a time.  A counted loop of straight-line code is rewritten where that
 its iterations independent:
 
 - Its index arithmetic (Python's negative-index wrap, a dynamic slice's clamp) is
-  evaluated over the loop's range: an index that is ``b + a*i`` reads as that.
+  evaluated over the loop's range: an index that is ``b + a*i`` reads as that, and a
+  test that never holds there (an index's bounds check) goes.
 - Scalar expansion and loop distribution: a buffer the loop only adds into (``d[j] =
   d[j] + e``), at ``b + k ± i`` for two or more constants ``k``, is added into after it.
   The loop stores each added value in a buffer of its own, an element an iteration;
@@ -45,6 +46,7 @@ from .ir import (
     Expr,
     Fn,
     Free,
+    If,
     Int,
     Load,
     Loop,
@@ -131,7 +133,7 @@ def _flatten(body: list[Stmt]) -> list[Stmt] | None:
                          if isinstance(e, Sym) and e.name == var else e)
         if isinstance(s, Set) and s.op != "=" or \
                 isinstance(s, Pointer) and s.value is not None or \
-                not isinstance(s, (Decl, Set, Move, Pointer)):
+                not isinstance(s, (Decl, Set, Move, Pointer, If)):
             return None
         out.append(s)
     return out
@@ -141,6 +143,8 @@ def _reads(s: Stmt) -> list[str]:
     """The names statement ``s`` reads (a store's buffer among them)."""
     if isinstance(s, Move):
         return _syms(s.src)
+    if isinstance(s, If):
+        return _syms(s.cond)
     if isinstance(s, Set):
         return _syms(s.value) + (_syms(s.target) if isinstance(s.target, Load) else [])
     return _syms(s.init) if isinstance(s, Decl) else []
@@ -250,7 +254,8 @@ class _Index:
                 return None
             lo, hi = self.span(f)
             return f if least[1] <= lo and hi <= most[1] else None
-        return None
+        t = self.truth(e)  # a test the same on every iteration: 0 or 1
+        return None if t is None else (0, int(t))
 
     def truth(self, e: Expr) -> bool | None:
         """The value of test ``e`` where it is the same on every iteration."""
@@ -300,7 +305,7 @@ class _Index:
         i = Sym(self.var)
         if a == -1:
             return arith("-", Int(b), i)
-        return arith("+", arith("*", i, a), b)
+        return arith("-" if b < 0 else "+", arith("*", i, a), abs(b))
 
 
 def _combine(op: str, f: Affine | None, g: Affine | None) -> Affine | None:
@@ -340,7 +345,9 @@ def _stencil(loop: Loop, roots: dict[str, str]) -> list[Stmt] | None:
     if flat is None:
         return None
     index = _Index(loop.var, loop.start.value, loop.stop.value, _Body.of(flat))
-    body = _Body.of([map_stmt(s, index.canonical) for s in flat])
+    if any(isinstance(s, If) and index.truth(s.cond) is not False for s in flat):
+        return None  # (a test that never holds, such as an index's bounds check, goes)
+    body = _Body.of([map_stmt(s, index.canonical) for s in flat if not isinstance(s, If)])
     carried = _carried(body, loop.adjoint)
     if carried is None:
         return None
