@@ -152,13 +152,15 @@ def finish_builds() -> None:
     """Wait for every native build still running on a thread of its own (``tiered``),
     so that every call from now on runs natively (a benchmark's timed calls), and for
     the C backend's one-time builds in the background (the precompiled prelude a
-    machine's first modules start), so that they do not share the cores with what is
-    timed next; what a build raised is raised here."""
+    machine's first modules start, the measurements of the machine started meanwhile),
+    so that they do not share the cores with what is timed next; what a build raised is
+    raised here."""
     for staged, build in tiered.wait_all():
         _switch(staged, build)
     compiler = sys.modules.get("pullback.backends.c.build.compiler")
     if compiler is not None:  # else no build has run
         compiler.wait_background()
+        sys.modules["pullback.backends.c.build.tuning"].wait_later()  # compiler imports it
 
 
 _warned: set[str] = set()

@@ -1,6 +1,6 @@
 """Where the inline kernel hands a product to BLAS (issue 24): a product of a few rows
-stays inline up to ``GEMM_FEW_ROWS_MAX_WORK`` (OpenBLAS is slow on such an A), one of 16
-rows or more goes to BLAS past ``GEMM_INLINE_MAX_WORK``; either way it equals NumPy,
+stays inline up to more work (OpenBLAS is slow on such an A) than one of 16 rows or more
+(``GEMM_INLINE_MAX_WORK``, the defaults: conftest.py pins them); either way it equals NumPy,
 for every row count about the boundary (odd sizes, so the kernels' edge tiles run)."""
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ def test_the_product_runs_where_measured_faster_and_equals_numpy(m, dtype):
     gemms = [s for f in c.source_of(jitted.lower(a, b).ir).module.funcs
              for s in walk(f.body) if isinstance(s, Gemm)]
     work = m * n * k
-    blas = work > (products.GEMM_FEW_ROWS_MAX_WORK if m <= products.GEMM_FEW_ROWS
-                   else products.GEMM_INLINE_MAX_WORK[True])
+    blas = work > products.GEMM_INLINE_MAX_WORK["few" if m <= products.GEMM_FEW_ROWS
+                                                else "direct"]
     assert [g.blas for g in gemms] == [blas]
     assert blas == (m > products.GEMM_FEW_ROWS)  # both sides of the boundary are run
     tol = 1e-5 if dtype == "float32" else 1e-12

@@ -7,6 +7,12 @@ Vector width (``vector_flags``)
     ``tanhf``/``expf``).  Where the CPU has ``avx512f``, a small program (``tanhf`` and
     ``expf`` over 2**20 floats, then a sum of products) is built with and without
     ``-mprefer-vector-width=512`` and run; modules get the flag where it is faster.
+Inline kernel or BLAS (``measure_crossover``, ``measured_later``)
+    The most work a product runs as the runtime's inline kernel (``kernels.c``) rather
+    than a BLAS call, per kind of product: the kernel races OpenBLAS on a ladder of
+    products of each kind a power of two apart (``lower/products.py`` names them), in
+    a process of its own that a thread of this one starts for the first product whose
+    lowering the answer would change; until it is cached, lowering keeps its defaults.
 GEMM (``gemm_choice``)
     The runtime's packed kernels (``packed.c``) against OpenBLAS, on products of the
     shapes ``GEMM_SHAPES``; the packed kernels compute the large float products only
@@ -33,12 +39,15 @@ import math
 import os
 import platform
 import subprocess
+import sys
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import numpy
 
+from ....errors import CompileError
 from . import cache
 
 
@@ -228,6 +237,109 @@ def measured(what: str, key: Sequence[object], measure: Callable[[], dict]) -> d
     with cache.exclusive(entry, name):  # one process measures, the others wait and read
         path = cache.entry(entry, name, lambda out: out.write_text(json.dumps(measure())))
     return json.loads(cache.payload(path))
+
+
+#: Rounds of the race of the inline kernel against BLAS (``measure_crossover``).
+CROSSOVER_ROUNDS = 7
+#: A product's shape as the race takes it: rows, columns, terms, and whether B is
+#: stored transposed (n x k).
+Shape = tuple[int, int, int, bool]
+
+
+def choose_crossover(seconds: Mapping[int, Mapping[str, float]]) -> int:
+    """The most work (multiply-adds) a product runs inline, from the race's ``inline``
+    and ``blas`` seconds per work: the largest work measured below the least from which
+    BLAS wins at every larger work; the largest where it never wins, the least where it
+    always does (below the ladder, packing and dispatch cost BLAS more than it saves)."""
+    works = sorted(seconds)
+    most = works[-1]
+    for i in reversed(range(len(works))):
+        if seconds[works[i]]["blas"] >= seconds[works[i]]["inline"]:
+            break
+        most = works[max(i - 1, 0)]
+    return most
+
+
+#: The race's program: the library of the inline kernel, OpenBLAS, the race's and
+#: BLAS's function names, the rounds, then four numbers a product (m, n, k, transposed);
+#: prints the race's nanoseconds, inline and BLAS per product (``pb_gemm_race_*``).
+_RACE_PROGRAM = """
+import ctypes, sys
+kernels, openblas, race, gemm, rounds, *shape = sys.argv[1:]
+race = getattr(ctypes.CDLL(kernels), race)
+gemm = ctypes.cast(getattr(ctypes.CDLL(openblas), gemm), ctypes.c_void_p)
+shapes = (ctypes.c_int64 * len(shape))(*map(int, shape))
+best = (ctypes.c_double * (len(shape) // 2))()
+race.argtypes = [ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p,
+                 ctypes.c_void_p]
+if race(len(shape) // 4, shapes, int(rounds), gemm, best) == 0:
+    print(*best)
+"""
+
+
+def measure_crossover(kernels: Path, openblas: Path, gemm: str, dtype: str,
+                      ladders: Mapping[str, Sequence[Shape]]) -> dict:
+    """Race the inline kernel of ``dtype`` (the library ``kernels``) against OpenBLAS's
+    ``gemm`` on each ladder's products (``pb_gemm_race_*`` in ``kernels.c``: the least
+    of CROSSOVER_ROUNDS timings taken in turns); the most work each kind runs inline
+    (``choose_crossover``) and the seconds per work, or no choice where the race could
+    not run.  It runs in a process of its own, with OpenBLAS on one thread: below 2**18
+    multiply-adds OpenBLAS uses one thread whatever its count, and in this process, on
+    two threads of a busy machine, its timings swung (the 16-row crossover at 2**13 in
+    one run, 2**19 in the next; AMD EPYC, 2 cores, AVX2)."""
+    shapes = [shape for ladder in ladders.values() for shape in ladder]
+    out = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", _RACE_PROGRAM, str(kernels), str(openblas),
+         f"pb_gemm_race_{dtype}", gemm, str(CROSSOVER_ROUNDS),
+         *(str(int(d)) for shape in shapes for d in shape)],
+        capture_output=True, text=True, env={**os.environ, "OPENBLAS_NUM_THREADS": "1"})
+    best = [float(t) * 1e-9 for t in out.stdout.split()]
+    if out.returncode != 0 or len(best) != 2 * len(shapes):
+        return {"choice": {}, "seconds": {}}
+    seconds: dict[str, dict[int, dict[str, float]]] = {}
+    times = iter(zip(best[::2], best[1::2], strict=True))
+    for kind, ladder in ladders.items():
+        seconds[kind] = {m * n * k: dict(zip(("inline", "blas"), next(times), strict=True))
+                         for m, n, k, _ in ladder}
+    return {"choice": {kind: choose_crossover(t) for kind, t in seconds.items()},
+            "seconds": seconds}
+
+
+#: Measurements this process started on threads of their own (``measured_later``).
+_later: dict[str, threading.Thread] = {}
+_later_lock = threading.Lock()
+
+
+def measured_later(what: str, key: Sequence[object], measure: Callable[[], dict]
+                   ) -> dict | None:
+    """The record of a measurement (as ``measured``) where one was cached, else None,
+    the measurement started (once per process) on a thread of its own: the caller goes
+    on with its default and does not wait.  A measurement that fails (no compiler, a
+    library that does not build) leaves the default."""
+    entry = cache.key("tuning", what, *key)
+    found = cache.existing(entry, f"tuning-{what}.json")
+    if found is not None:
+        return json.loads(cache.payload(found))
+    with _later_lock:
+        if entry not in _later:
+            _later[entry] = threading.Thread(target=_measure_quietly, args=(what, key, measure),
+                                             name=f"pullback-tuning-{what}", daemon=True)
+            _later[entry].start()
+    return None
+
+
+def wait_later() -> None:
+    """Wait for the measurements ``measured_later`` started (``pb.finish_builds``: they
+    would share the cores with what a benchmark times next)."""
+    with _later_lock:
+        threads = list(_later.values())
+    for thread in threads:
+        thread.join()
+
+
+def _measure_quietly(what: str, key: Sequence[object], measure: Callable[[], dict]) -> None:
+    with contextlib.suppress(CompileError, OSError):
+        measured(what, key, measure)
 
 
 def vector_flags(argv: Sequence[str], flags: Sequence[str], mvec: bool, cpu_id: str

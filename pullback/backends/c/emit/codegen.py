@@ -367,11 +367,10 @@ class _C(ExprPrinter):
                f"{lda}, {b}, {ldb}, {beta}, {c}, {n});"
         if s.batch > 1 and products_share_team(s.batch, m, n, k):
             # the batch's products at once, one a thread, BLAS on one thread meanwhile
-            self.line(f"  const int pb_blas = {BLAS_PREFIX}openblas_get_num_threads();")
-            self.line(f"  {BLAS_PREFIX}openblas_set_num_threads(1);")
+            self.line("  const int pb_blas = pb_blas_alone();")
             self.line("  #pragma omp parallel for schedule(static)")
             self.line(f"  {call}")
-            self.line(f"  {BLAS_PREFIX}openblas_set_num_threads(pb_blas);")
+            self.line("  pb_blas_restore(pb_blas);")
         else:
             self.line(f"  {call}")
         self.line("}")

@@ -54,7 +54,7 @@ from ..loops.ir import (
     linear,
 )
 from .handlers import handles
-from .products import GEMM_INLINE_MAX_WORK
+from .products import runs_on_blas
 
 if TYPE_CHECKING:
     from .lowering import Lowering
@@ -213,7 +213,7 @@ def _by_images(lw: Lowering, eqn: Eqn, k: Expr, dest: Expr, work: int) -> None:
         _fill(lw, eqn, cols.of(on), src, (c, *window, count, *spatial), True, on)
         at = dest + first * (o * positions) if prod is None else prod.of(on)
         _product(lw, Gemm(dt, 1, o, count * positions, depth, k, False, cols.of(on), False,
-                          at, o * count * positions * depth > GEMM_INLINE_MAX_WORK[True]), on)
+                          at, runs_on_blas(dt, "direct", o * count * positions * depth)), on)
         if prod is None:
             return
         part = prod.of(on)
@@ -258,7 +258,7 @@ def _by_channels(lw: Lowering, eqn: Eqn, k: Expr, dest: Expr, work: int) -> None
             lw.nd_loop((o, count, taps), copy)
         total = prod.of(on)
         _product(lw, Gemm(dt, 1, rows, o, count * taps, cols.of(on), False, kernel, True,
-                          total, rows * o * count * taps > GEMM_INLINE_MAX_WORK[False],
+                          total, runs_on_blas(dt, "panels", rows * o * count * taps),
                           addend=total), on)
 
     _blocks(lw, c, per, channels, team)
@@ -352,9 +352,8 @@ def _blocks(lw: Lowering, total: int, per: int, block: Callable[[Expr, int, _On]
     whole, rest = divmod(total, per)
     b = lw.fresh("b")
     if team > 1:
-        saved, threads = lw.fresh("n"), f"{BLAS_PREFIX}openblas_set_num_threads"
-        lw.add(Decl(saved, "int", Fn(f"{BLAS_PREFIX}openblas_get_num_threads", ())))
-        lw.add(Runtime(threads, (Int(1),)))
+        saved = lw.fresh("n")
+        lw.add(Decl(saved, "int", Fn("pb_blas_alone", ())))  # runtime/module.h
         # at most the team the scratch is for, and no more than OpenMP's own (one in a
         # forked child, whose loops run alone: libgomp's threads do not survive fork)
         fit = f"num_threads({team} < omp_get_max_threads() ? {team} : omp_get_max_threads())"
@@ -362,7 +361,7 @@ def _blocks(lw: Lowering, total: int, per: int, block: Callable[[Expr, int, _On]
             slot = lw.fresh("t")
             lw.add(Decl(slot, "int64_t", Fn("omp_get_thread_num", ())))
             block(Sym(b) * per, per, _On(Sym(slot), True))
-        lw.add(Runtime(threads, (Sym(saved),)))
+        lw.add(Runtime("pb_blas_restore", (Sym(saved),)))
     elif whole == 1:
         block(Int(0), per, _ONE)
     elif whole:

@@ -4,13 +4,22 @@ A ``dot_general`` that is a batch of row-major matrix products is one library ca
 (``Gemm``: the runtime's inline kernel, or BLAS above the crossover), computing the
 product's epilogue (``plan.fusion.Epilogue``) as it stores; other products are loop
 nests summing in double (float) or the dtype (integers).
+
+The crossover is measured on the machine at hand (``tuning.measure_crossover``: the
+kernel races OpenBLAS on ``CROSSOVER_LADDERS``), once, on a thread of its own that the
+first product whose lowering it would change starts, and cached with the other
+measurements; until then products go by ``GEMM_INLINE_MAX_WORK``.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from ....ir.core import Atom, Eqn
+from ....ir.types import DType
+from ..build import compiler, libraries, tuning
 from ..loops.ir import (
     Bin,
     Cast,
@@ -32,20 +41,102 @@ from .handlers import handles
 if TYPE_CHECKING:
     from .lowering import Lowering
 
-#: The most work (m*n*k per matrix) a product runs as the runtime's inline kernel
-#: (``pb_gemm_*``) rather than a BLAS call whose packing and dispatch cost more, by the
-#: layout of B, measured against OpenBLAS on 1 and 2 threads: a row-major B at least two
-#: vectors wide runs as register tiles straight from B; others are first copied in panels.
-#: Re-measured for issue 24 (AMD EPYC, AVX2, OpenBLAS Haswell, CPU time of 100 calls):
-#: from 16 rows up OpenBLAS is faster from 2^17 (32x64x64: 8.9 us against 10.6; the RNN's
-#: 16x128x128: 10.8 against 12.7), the inline kernel up to 2^16 (16x64x64: 6.3 against 6.7).
-GEMM_INLINE_MAX_WORK = {True: 1 << 16, False: 1 << 15}
-
-#: Products of at most this many rows (a vector or a few, times a matrix) run as the inline
-#: kernel up to ``GEMM_FEW_ROWS_MAX_WORK``: OpenBLAS's tiles are wider than such an A and
-#: it took twice as long (1x512x512: 89 us against 42; 4x256x256: 25 against 14; even at 8).
+#: Products of at most this many rows (a vector or a few, times a matrix) and a row-major
+#: B at least two vectors wide: OpenBLAS's tiles are wider than such an A (1x512x512: 89
+#: us against the inline kernel's 42; 4x256x256: 25 against 14), so they stay inline up
+#: to more work; the kernel's tiles are ``GEMM_TILE_ROWS`` rows, and one tile's products
+#: (``tile``) cross over apart from two tiles' (``few``).
 GEMM_FEW_ROWS = 8
-GEMM_FEW_ROWS_MAX_WORK = 1 << 20
+GEMM_TILE_ROWS = 4
+
+
+def _ladder(m: int, n: int, k: int, transposed: bool, steps: int
+            ) -> tuple[tuple[int, int, int, bool], ...]:
+    """``steps`` products from m x n x k, the terms and the columns doubled in turn."""
+    shapes = []
+    for step in range(steps):
+        shapes.append((m, n, k, transposed))
+        n, k = (n, 2 * k) if step % 2 == 0 else (2 * n, k)
+    return tuple(shapes)
+
+
+#: The products the inline kernel races OpenBLAS on, per kind, each twice the last's
+#: work: ``direct`` (a row-major B at least two vectors wide, read as register tiles
+#: straight from B; from 2^13 to 2^19 multiply-adds, through 16x64x64 and the RNN's
+#: 16x128x128), ``panels`` (B transposed, first copied in panels), ``tile`` and ``few``
+#: (products of at most GEMM_TILE_ROWS and GEMM_FEW_ROWS rows, to 2^21).  Below a
+#: ladder a product runs inline, above it on BLAS.
+CROSSOVER_LADDERS = {"direct": _ladder(16, 32, 16, False, 7),
+                     "panels": _ladder(16, 32, 16, True, 7),
+                     "tile": _ladder(GEMM_TILE_ROWS, 64, 64, False, 8),
+                     "few": _ladder(GEMM_FEW_ROWS, 64, 64, False, 7)}
+
+#: The most work (m*n*k per matrix) a product of each kind runs as the inline kernel
+#: until the crossover is measured: measured by hand for issue 24 (AMD EPYC, AVX2,
+#: OpenBLAS Haswell, CPU time of 100 calls; 16 rows: OpenBLAS faster from 2^17, 32x64x64:
+#: 8.9 us against 10.6, the inline kernel up to 2^16, 16x64x64: 6.3 us against 6.7).
+GEMM_INLINE_MAX_WORK = {"direct": 1 << 16, "panels": 1 << 15, "tile": 1 << 20,
+                        "few": 1 << 20}
+
+
+def product_kind(dt: DType, m: int, n: int, trans_b: bool) -> str:
+    """Which crossover a product of ``m`` rows and ``n`` columns (B stored n x k where
+    ``trans_b``) goes by (``CROSSOVER_LADDERS``)."""
+    if trans_b or n < 2 * (64 // dt.np.itemsize):
+        return "panels"
+    if m <= GEMM_TILE_ROWS:
+        return "tile"
+    return "few" if m <= GEMM_FEW_ROWS else "direct"
+
+
+def runs_on_blas(dt: DType, kind: str, work: int) -> bool:
+    """Whether a float product of ``kind`` and ``work`` multiply-adds is a BLAS call:
+    past the most work measured to run faster inline, or ``GEMM_INLINE_MAX_WORK`` until
+    measured (the measurement is asked for only where its answer could matter)."""
+    ladder = CROSSOVER_LADDERS[kind]
+    least, most = (math.prod(shape[:3]) for shape in (ladder[0], ladder[-1]))
+    if work <= least or work > most:
+        return work > most
+    return work > measured_crossover(dt).get(kind, GEMM_INLINE_MAX_WORK[kind])
+
+
+#: The crossovers found measured, by dtype name, for the rest of the process.
+_measured: dict[str, Mapping[str, int]] = {}
+
+
+def measured_crossover(dt: DType) -> Mapping[str, int]:
+    """The most work each kind of product of ``dt`` runs inline on this machine, as
+    measured (once per compiler, flags, kernels, OpenBLAS and CPU); empty until then,
+    the measurement started (``tuning.measured_later``)."""
+    found = _measured.get(dt.name)
+    if found is None:
+        try:
+            record = _measurement(dt)
+        except compiler.BuildError:  # no compiler or no OpenBLAS: nothing to race
+            return {}
+        if record is None:
+            return {}
+        found = _measured[dt.name] = record["choice"]
+    return found
+
+
+def _measurement(dt: DType) -> dict | None:
+    argv, version = compiler._found()
+    name = f"pbkernels_{dt.name}"
+    source = libraries.LIBRARIES[name][0]
+    cflags = compiler._cflags()
+    openblas = compiler.openblas_library()
+    gemm = f"{compiler.BLAS_PREFIX}cblas_{'s' if dt.name == 'float32' else 'd'}gemm"
+    key = [list(argv), version, cflags, source, libraries.HEADERS["kernels.h"], str(openblas),
+           tuning.cpu_id(), CROSSOVER_LADDERS]
+
+    def measure() -> dict:  # the kernels' library, built or joining a module's build of it
+        (kernels,) = compiler._start([compiler._library(argv, version, tuple(cflags), name,
+                                                        source, dict(libraries.HEADERS))])
+        return tuning.measure_crossover(kernels.result(), openblas, gemm, dt.name,
+                                        CROSSOVER_LADDERS)
+
+    return tuning.measured_later("crossover", key, measure)
 
 
 #: dtypes the inline kernel computes; floats beyond its sizes go to BLAS.
@@ -140,9 +231,6 @@ def _gemm(lw: Lowering, eqn: Eqn, a: Atom, b: Atom, batch: int, m: int, n: int, 
         else:
             lw.define(out)
             c = lw.buf(out)
-    lanes = 64 // dt.np.itemsize
-    work_cap = GEMM_INLINE_MAX_WORK[not trans_b and n >= 2 * lanes]
-    if m <= GEMM_FEW_ROWS and not trans_b and n >= 2 * lanes:
-        work_cap = GEMM_FEW_ROWS_MAX_WORK
-    blas = dt.is_float and k > 0 and m * n * k > work_cap
+    blas = dt.is_float and k > 0 and \
+        runs_on_blas(dt, product_kind(dt, m, n, trans_b), m * n * k)
     lw.add(Gemm(dt, batch, m, n, k, x, trans_a, y, trans_b, c, blas, alpha, addend))

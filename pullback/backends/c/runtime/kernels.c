@@ -1,8 +1,11 @@
 /* pullback's runtime library of small products, built once per compiler, flags and
  * element type (with -ffp-contract=fast: products multiply and add in one rounding, as
- * BLAS does) and linked by each module that has products of that type. */
+ * BLAS does) and linked by each module that has products of that type; and the race of
+ * its products against BLAS's that places the crossover between them. */
 
 #include "kernels.h"
+
+#include <time.h>
 
 /* Small row-major products C = alpha op(A) op(B) (+ Cin) (m x n, k terms; A is k x m
  * when ta, B is n x k when tb), for shapes where a BLAS call's packing and dispatch cost more than the
@@ -90,4 +93,68 @@
     X(int64, int64_t)
 #endif
 PB_KERNEL_TYPES(PB_DEFINE_GEMM)
+
+/* The race that places the crossover (build/tuning.py, measure_crossover): for each of
+ * `count` products (m, n, k, tb: four int64 each; A row-major, B n x k where tb), the
+ * fewest nanoseconds the kernel above takes for it, and `blas` (CBLAS's gemm of T, on
+ * the threads OpenBLAS has), into best[2 i] and best[2 i + 1].  The products are timed
+ * in turns, `rounds` times each (a busy machine's slow spells hit both), each timing
+ * enough calls for PB_RACE_WORK multiply-adds after one call to warm up.  Nonzero
+ * where its buffers cannot be allocated. */
+#define PB_RACE_WORK (1 << 18)
+#define PB_DEFINE_RACE(S, T)                                                              \
+    typedef void (*pb_cblas_gemm_##S)(int, int, int, int, int, int, T, const T *, int,    \
+                                      const T *, int, T, T *, int);                       \
+    static void pb_race_one_##S(int blas, const int64_t *s, pb_cblas_gemm_##S gemm,       \
+                                const T *a, const T *b, T *c) {                           \
+        const int m = (int)s[0], n = (int)s[1], k = (int)s[2], tb = (int)s[3];             \
+        if (blas) /* row-major, A as it is, B as it is or transposed */                   \
+            gemm(101, 111, tb ? 112 : 111, m, n, k, 1, a, k, b, tb ? k : n, 0, c, n);     \
+        else                                                                              \
+            pb_gemm_##S(m, n, k, 1, a, 0, b, tb, NULL, c);                                \
+    }                                                                                     \
+    int pb_gemm_race_##S(int64_t count, const int64_t *shapes, int64_t rounds,            \
+                         pb_cblas_gemm_##S gemm, double *best) {                          \
+        int64_t most = 1;                                                                 \
+        for (int64_t i = 0; i < count; i++) {                                             \
+            const int64_t *s = shapes + 4 * i;                                            \
+            const int64_t sizes[3] = {s[0] * s[2], s[2] * s[1], s[0] * s[1]};             \
+            for (int d = 0; d < 3; d++) most = sizes[d] > most ? sizes[d] : most;         \
+            best[2 * i] = best[2 * i + 1] = 1e300;                                        \
+        }                                                                                 \
+        T *a = NULL, *b = NULL, *c = NULL;                                                \
+        const size_t bytes = (size_t)most * sizeof(T);                                    \
+        if (posix_memalign((void **)&a, 64, bytes) ||                                     \
+            posix_memalign((void **)&b, 64, bytes) ||                                     \
+            posix_memalign((void **)&c, 64, bytes)) {                                     \
+            free(a), free(b), free(c);                                                    \
+            return 1;                                                                     \
+        }                                                                                 \
+        for (int64_t i = 0; i < most; i++) a[i] = b[i] = (T)(i % 7) * (T)0.25 - (T)0.75;  \
+        for (int64_t r = 0; r < rounds; r++)                                              \
+            for (int64_t i = 0; i < count; i++)                                           \
+                for (int q = 0; q < 2; q++) {                                             \
+                    const int blas = (int)((q + r + i) % 2); /* each first as often */    \
+                    const int64_t *s = shapes + 4 * i, work = s[0] * s[1] * s[2];          \
+                    const int64_t calls = work < PB_RACE_WORK ? PB_RACE_WORK / work : 1;  \
+                    struct timespec t0, t1;                                               \
+                    if (r == 0) pb_race_one_##S(blas, s, gemm, a, b, c);                  \
+                    clock_gettime(CLOCK_MONOTONIC, &t0);                                  \
+                    for (int64_t j = 0; j < calls; j++)                                   \
+                        pb_race_one_##S(blas, s, gemm, a, b, c);                          \
+                    clock_gettime(CLOCK_MONOTONIC, &t1);                                  \
+                    const double ns = ((t1.tv_sec - t0.tv_sec) * 1e9 +                    \
+                                       (t1.tv_nsec - t0.tv_nsec)) / calls;                \
+                    if (ns < best[2 * i + blas]) best[2 * i + blas] = ns;                 \
+                }                                                                         \
+        free(a), free(b), free(c);                                                        \
+        return 0;                                                                         \
+    }
+/* Raced for the float types only: BLAS has no integer products. */
+#define PB_RACE_float32(S, T) PB_DEFINE_RACE(S, T)
+#define PB_RACE_float64(S, T) PB_DEFINE_RACE(S, T)
+#define PB_RACE_int32(S, T)
+#define PB_RACE_int64(S, T)
+#define PB_RACE(S, T) PB_RACE_##S(S, T)
+PB_KERNEL_TYPES(PB_RACE)
 

@@ -1,0 +1,194 @@
+"""The crossover between the inline product kernel and BLAS, measured on the machine
+(issue 24): the race's answer is what lowering uses, once measured (in the background,
+never waited for) and cached for later processes; a product equals NumPy on either side.
+The vector width is measured where the CPU leaves a choice, and module builds use it."""
+
+import json
+import subprocess
+import sys
+import textwrap
+import threading
+
+import numpy as np
+import pytest
+
+import pullback as pb
+from pullback.backends import c
+from pullback.backends.c.build import compiler, libraries, tuning
+from pullback.backends.c.loops.ir import Gemm, walk
+from pullback.backends.c.lower import products
+from pullback.ir.types import float32
+
+needs_cc = pytest.mark.skipif(not compiler.have_compiler(), reason="no C compiler")
+MEASURED = products.measured_crossover  # conftest.py pins it to the defaults; not here
+AVX512 = "flags : fpu sse2 avx2 avx512f avx512bw"
+
+
+@pytest.fixture
+def measuring(tmp_path, monkeypatch):
+    """Lowering by the measured crossover, from a fresh cache, in a fresh process state."""
+    monkeypatch.setenv("PULLBACK_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(products, "measured_crossover", MEASURED)
+    monkeypatch.setattr(products, "_measured", {})
+    monkeypatch.setattr(tuning, "_later", {})
+
+
+def _forced(direct: int, go: threading.Event | None = None):
+    """A race whose answer is ``direct`` for the 16-row products (once ``go`` is set),
+    counting its runs."""
+    runs = []
+
+    def race(kernels, openblas, gemm, dtype, ladders):
+        runs.append(dtype)
+        if go is not None:
+            go.wait()
+        return {"choice": {"direct": direct, "panels": 1 << 13, "tile": 1 << 21,
+                           "few": 1 << 20}, "seconds": {}}
+
+    return race, runs
+
+
+def _product(a, b):
+    return a @ b
+
+
+def _blas(a, b) -> list[bool]:
+    lowered = c.source_of(pb.jit(_product, backend="c").lower(a, b).ir)
+    return [s.blas for f in lowered.module.funcs for s in walk(f.body) if isinstance(s, Gemm)]
+
+
+@pytest.mark.parametrize(("a_b", "boundary"), [
+    (((16, 64), (64, 64)), 1 << 16),  # 16 rows, B as it is: "direct"
+    (((16, 512), (512, 16)), 1 << 15),  # B narrower than two vectors: copied in panels
+    (((4, 256), (256, 256)), 1 << 20),  # one tile of rows
+])
+def test_the_kind_of_a_product_picks_its_crossover(a_b, boundary):
+    (m, k), (_, n) = a_b
+    kind = products.product_kind(float32, m, n, False)
+    assert products.GEMM_INLINE_MAX_WORK[kind] == boundary
+    ladder = products.CROSSOVER_LADDERS[kind]
+    works = [a * b * c for a, b, c, _ in ladder]
+    assert works == [works[0] << i for i in range(len(works))]  # each twice the last
+    assert works[0] < m * n * k <= works[-1]  # the measurement decides this one
+
+
+@pytest.mark.parametrize(("inline", "blas", "most"), [
+    ([1, 2, 4, 8], [2, 3, 3, 5], 2),  # BLAS wins from the third work on
+    ([1, 2, 4, 8], [2, 3, 5, 9], 8),  # never: the ladder's top
+    ([1, 2, 4, 8], [0.5, 1, 2, 4], 1),  # always: its foot (inline below the ladder)
+    ([1, 2, 4, 8], [0.5, 3, 3, 5], 2),  # a win below a loss does not count
+])
+def test_the_crossover_is_the_last_work_before_blas_wins_for_good(inline, blas, most):
+    seconds = {1 << i: {"inline": t, "blas": u}
+               for i, (t, u) in enumerate(zip(inline, blas, strict=True))}
+    assert tuning.choose_crossover(seconds) == most
+
+
+@needs_cc
+@pytest.mark.parametrize("direct", [1 << 15, 1 << 17])
+def test_lowering_uses_the_measured_crossover_once_measured(measuring, monkeypatch, direct):
+    """The first product whose lowering the race decides starts it and goes by the
+    default meanwhile; once it ends, the 16x64x64 product (2^16 multiply-adds) is a
+    BLAS call where the race put the crossover below it, inline where above; it equals
+    NumPy either way."""
+    go = threading.Event()
+    race, runs = _forced(direct, go)
+    monkeypatch.setattr(tuning, "measure_crossover", race)
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((16, 64), np.float32), rng.standard_normal((64, 64), np.float32)
+    assert _blas(a, b) == [False]  # the default, 2^16, while the race runs
+    go.set()
+    tuning.wait_later()
+    assert runs == ["float32"]
+    assert products.measured_crossover(float32)["direct"] == direct
+    assert _blas(a, b) == [direct < 1 << 16]
+    np.testing.assert_allclose(pb.jit(_product, backend="c")(a, b),
+                               a.astype(np.float64) @ b, rtol=1e-5, atol=1e-5)
+
+
+def test_products_outside_every_ladder_start_no_race(measuring, monkeypatch):
+    def race(*args):
+        raise AssertionError("measured")
+
+    monkeypatch.setattr(tuning, "measure_crossover", race)
+    small = np.ones((16, 8), np.float32), np.ones((8, 32), np.float32)  # 2^12
+    large = np.ones((128, 128), np.float32), np.ones((128, 128), np.float32)  # 2^21
+    assert (_blas(*small), _blas(*large)) == ([False], [True])
+    assert not tuning._later
+
+
+_LATER_PROCESS = """
+import json
+from pullback.backends.c.build import tuning
+from pullback.backends.c.lower import products
+from pullback.ir.types import float32
+
+def race(*args):
+    raise AssertionError("measured again")
+
+tuning.measure_crossover = race
+print(json.dumps(dict(products.measured_crossover(float32))))
+"""
+
+
+@needs_cc
+def test_the_measured_crossover_is_cached_for_later_processes(measuring, monkeypatch):
+    race, runs = _forced(1 << 14)
+    monkeypatch.setattr(tuning, "measure_crossover", race)
+    assert products.measured_crossover(float32) == {}  # started, not waited for
+    tuning.wait_later()
+    assert products.measured_crossover(float32)["direct"] == 1 << 14
+    later = subprocess.run([sys.executable, "-c", textwrap.dedent(_LATER_PROCESS)],
+                           capture_output=True, text=True, check=False)
+    assert later.returncode == 0, later.stderr
+    assert json.loads(later.stdout)["direct"] == 1 << 14
+    assert runs == ["float32"]
+
+
+@needs_cc
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_the_race_times_both_kernels_on_every_product(measuring, dtype):
+    name = f"pbkernels_{dtype}"
+    kernels = compiler.library_path(name, libraries.LIBRARIES[name][0])
+    gemm = f"{compiler.BLAS_PREFIX}cblas_{ {'float32': 's', 'float64': 'd'}[dtype]}gemm"
+    ladders = {"direct": ((16, 32, 16, False), (16, 32, 32, False)),
+               "panels": ((16, 32, 16, True),)}
+    record = tuning.measure_crossover(kernels, compiler.openblas_library(), gemm, dtype,
+                                      ladders)
+    assert set(record["seconds"]) == set(ladders) == set(record["choice"])
+    assert list(record["seconds"]["direct"]) == [1 << 13, 1 << 14]
+    assert all(0 < t < 0.01 for kind in record["seconds"].values()
+               for race in kind.values() for t in race.values())
+    assert record["choice"]["direct"] in (1 << 13, 1 << 14)
+    assert record["choice"]["panels"] == 1 << 13
+
+
+@needs_cc
+def test_modules_build_with_the_vector_width_measured_on_an_avx512_cpu(tmp_path,
+                                                                      monkeypatch):
+    """Where the CPU has AVX-512, the width is measured (not taken from its vendor) with
+    the probes, once, and the module's compile gets the measured flag."""
+    monkeypatch.setenv("PULLBACK_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(tuning, "cpu_id", lambda: AVX512)
+    monkeypatch.setattr(compiler, "_probes", {})
+    widths = []
+
+    def measure(argv, flags, mvec):
+        widths.append(argv)
+        return {"choice": "512", "seconds": {"default": 2e-3, "512": 1e-3}}
+
+    commands = []
+
+    def compile_(command, *args, **kwargs):
+        commands.append(command)
+        raise RuntimeError("compiled")
+
+    monkeypatch.setattr(tuning, "measure_vector_width", measure)
+    monkeypatch.setattr(compiler, "_compile", compile_)
+    with pytest.raises(RuntimeError, match="compiled"):
+        compiler.build_module("int x;", "pb_width_test")
+    assert tuning.VECTOR_FLAG in commands[0]
+    monkeypatch.setattr(compiler, "_probes", {})  # as a later process: read from the cache
+    with pytest.raises(RuntimeError, match="compiled"):
+        compiler.build_module("int y;", "pb_width_test")
+    assert tuning.VECTOR_FLAG in commands[1] and len(widths) == 1
