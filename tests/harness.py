@@ -9,7 +9,9 @@ compares values, dtypes and weak-ness with what NumPy itself returns.
 from __future__ import annotations
 
 import operator
+import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -147,3 +149,14 @@ def agree(fn: Callable, *args, **kwargs) -> None:
 
 __all__ = ["agree", "as_atom", "check", "check_attribute", "check_method", "check_operator",
            "check_raises", "roundtrip", "run_mapping", "stage"]
+
+
+def child_env(**changes: str) -> dict[str, str]:
+    """The environment of a test's child Python: this checkout first on its path (before
+    what the parent's PYTHONPATH holds, such as a --target install of the dependencies),
+    the backend its own default, then ``changes``."""
+    root = str(Path(__file__).resolve().parent.parent)
+    path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)
+    env = {**os.environ, "PYTHONPATH": path, **changes}
+    env.pop("PULLBACK_BACKEND", None)
+    return env

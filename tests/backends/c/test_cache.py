@@ -15,13 +15,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from harness import child_env
 from pullback.backends.c.build import cache, compiler
 
 from .build_child import HEADERS, add_source
 
 needs_cc = pytest.mark.skipif(not compiler.have_compiler(), reason="no C compiler")
 
-ROOT = Path(__file__).resolve().parents[3]
 X = np.linspace(0.0, 1.0, 7)
 #: A compiled function's result, as the child prints it.
 PROGRAM = """
@@ -40,9 +40,7 @@ def run(tmp_path: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]
     changed by env."""
     script = tmp_path / "program.py"
     script.write_text(PROGRAM)
-    full = {**os.environ, **env, "PYTHONPATH": str(ROOT)}
-    full.pop("PULLBACK_BACKEND", None)
-    return subprocess.run([sys.executable, str(script)], env=full, capture_output=True,
+    return subprocess.run([sys.executable, str(script)], env=child_env(**env), capture_output=True,
                           text=True, timeout=120)
 
 

@@ -6,19 +6,17 @@ used.  Each run is a process of its own, with a cache of the test's own."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
+from harness import child_env
 from pullback.backends.c.build import compiler
 
 needs_cc = pytest.mark.skipif(not compiler.have_compiler(), reason="no C compiler")
 
-ROOT = Path(__file__).resolve().parents[3]
 PROGRAM = '''
 import json, sys, warnings
 import numpy as np
@@ -67,10 +65,9 @@ def run(tmp_path):
     what it printed before its report, the report, and its stderr."""
     script = tmp_path / "program.py"
     script.write_text(PROGRAM)
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "PULLBACK_CACHE_DIR": str(tmp_path / "c"),
-           "PULLBACK_TIERED": "0", "PULLBACK_VERIFY": "0"}
-    for name in ("PULLBACK_BACKEND", "PULLBACK_DUMP"):
-        env.pop(name, None)
+    env = child_env(PULLBACK_CACHE_DIR=str(tmp_path / "c"), PULLBACK_TIERED="0",
+                    PULLBACK_VERIFY="0")
+    env.pop("PULLBACK_DUMP", None)
 
     def go(*args: str) -> tuple[list[str], dict, str]:
         proc = subprocess.run([sys.executable, str(script), *args], env=env,

@@ -15,13 +15,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from harness import child_env
 from pullback import config
 from pullback.backends.c.build import compiler
 from pullback.backends.c.call import limits
 
 pytestmark = pytest.mark.skipif(not compiler.have_compiler(), reason="no C compiler")
 
-ROOT = Path(__file__).resolve().parents[3]
 
 
 def run(tmp_path: Path, program: str, env: dict[str, str] | None = None,
@@ -30,10 +30,8 @@ def run(tmp_path: Path, program: str, env: dict[str, str] | None = None,
     changed by env; its last line of output is JSON."""
     script = tmp_path / "program.py"
     script.write_text(program)
-    full = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
-    full.pop("PULLBACK_BACKEND", None)
-    return subprocess.run([sys.executable, str(script)], env=full, capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run([sys.executable, str(script)], env=child_env(**(env or {})),
+                          capture_output=True, text=True, timeout=timeout)
 
 
 def last_json(proc: subprocess.CompletedProcess[str]):
