@@ -248,16 +248,20 @@ Shape = tuple[int, int, int, bool]
 
 def choose_crossover(seconds: Mapping[int, Mapping[str, float]]) -> int:
     """The most work (multiply-adds) a product runs inline, from the race's ``inline``
-    and ``blas`` seconds per work: the largest work measured below the least from which
-    BLAS wins at every larger work; the largest where it never wins, the least where it
-    always does (below the ladder, packing and dispatch cost BLAS more than it saves)."""
+    and ``blas`` seconds per work: of the works measured, the one up to which the inline
+    kernel and past which BLAS make the least time over the whole ladder (the product of
+    the times: each work counts alike), the kernel's times made longer by MARGIN (own
+    kernels stay where they beat OpenBLAS; a tie is BLAS's); the least where two make
+    it alike.  One bad timing moves it only where it outweighs all the others: with the
+    last work's alone (or "BLAS wins at every larger work"), it swung from 2^13 to 2^19
+    between runs on a busy machine (float64, AMD EPYC, 2 cores)."""
     works = sorted(seconds)
-    most = works[-1]
-    for i in reversed(range(len(works))):
-        if seconds[works[i]]["blas"] >= seconds[works[i]]["inline"]:
-            break
-        most = works[max(i - 1, 0)]
-    return most
+
+    def log_time(most: int) -> float:
+        return sum(math.log(seconds[w]["inline"] / (1 - MARGIN) if w <= most
+                            else seconds[w]["blas"]) for w in works)
+
+    return min(works, key=log_time)
 
 
 #: The race's program: the library of the inline kernel, OpenBLAS, the race's and
