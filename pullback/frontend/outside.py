@@ -41,7 +41,9 @@ class Capture:
     seen: Any
     kind: str | None  # runtime_kind: a parameter; None: a compile-time value
     frozen: bool  # a run-time kind staged as a constant: compared by content
-    key: Any  # outside_key of what was seen (compile-time values)
+    key: Any  # outside_key of what was seen (compile-time values; None for a callable,
+    # which ``fits`` compares by identity: its key, the keys of every function it reads,
+    # cost a transformer step's staging 3,500 key computations for nothing)
     same: tuple | None = None  # ("arg", leaf) or ("capture", Capture): the same array
     owner: Any = None  # else an object it is an attribute (or an item) of, by ``name``
     attribute: bool = False
@@ -108,6 +110,11 @@ def current_inputs(captures: Sequence[Capture], cells: Sequence[Any],
     return values
 
 
+def _by_identity(value: Any) -> bool:
+    """Whether ``Capture.fits`` compares ``value`` by identity alone (never by key)."""
+    return callable(value) and not isinstance(value, (list, dict, set))
+
+
 class Outside:
     """The captures of one staging, made as names are read (``Frame.outside``)."""
 
@@ -131,7 +138,8 @@ class Outside:
         frozen = self.freeze and kind is not None
         capture = Capture(env, name, None if env is not None else self.position.get(id(source)),
                           source, value.copy() if frozen and kind == "array" else value, kind,
-                          frozen, None if kind is not None else outside_key(value))
+                          frozen, None if kind is not None or _by_identity(value)
+                          else outside_key(value))
         self.captures.append(capture)
         staged = value
         if kind is not None and not self.freeze:
