@@ -38,7 +38,7 @@ def _forced(direct: int, go: threading.Event | None = None):
     counting its runs."""
     runs = []
 
-    def race(kernels, openblas, gemm, dtype, ladders):
+    def race(kernels, openblas, prefix, dtype):
         runs.append(dtype)
         if go is not None:
             go.wait()
@@ -66,10 +66,12 @@ def test_the_kind_of_a_product_picks_its_crossover(a_b, boundary):
     (m, k), (_, n) = a_b
     kind = products.product_kind(float32, m, n, False)
     assert products.GEMM_INLINE_MAX_WORK[kind] == boundary
-    ladder = products.CROSSOVER_LADDERS[kind]
+    ladder = tuning.CROSSOVER_LADDERS[kind]
     works = [a * b * c for a, b, c, _ in ladder]
     assert works == [works[0] << i for i in range(len(works))]  # each twice the last
     assert works[0] < m * n * k <= works[-1]  # the measurement decides this one
+    assert all(products.product_kind(float32, *shape[:2], shape[3]) == kind
+               for shape in ladder)  # the race times products of this kind
 
 
 @pytest.mark.parametrize(("inline", "blas", "most"), [
@@ -152,11 +154,10 @@ def test_the_measured_crossover_is_cached_for_later_processes(measuring, monkeyp
 def test_the_race_times_both_kernels_on_every_product(measuring, dtype):
     name = f"pbkernels_{dtype}"
     kernels = compiler.library_path(name, libraries.LIBRARIES[name][0])
-    gemm = f"{compiler.BLAS_PREFIX}cblas_{ {'float32': 's', 'float64': 'd'}[dtype]}gemm"
     ladders = {"direct": ((16, 32, 16, False), (16, 32, 32, False)),
                "panels": ((16, 32, 16, True),)}
-    record = tuning.measure_crossover(kernels, compiler.openblas_library(), gemm, dtype,
-                                      ladders)
+    record = tuning.measure_crossover(kernels, compiler.openblas_library(),
+                                      compiler.BLAS_PREFIX, dtype, ladders)
     assert set(record["seconds"]) == set(ladders) == set(record["choice"])
     assert list(record["seconds"]["direct"]) == [1 << 13, 1 << 14]
     assert all(0 < t < 0.01 for kind in record["seconds"].values()

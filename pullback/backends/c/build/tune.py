@@ -29,6 +29,7 @@ def main() -> None:
     print(f"vector width: {width['choice']}  "
           + "  ".join(f"{k}: {v * 1e3:.3f} ms" for k, v in width["seconds"].items()))
     _parallel_loops(found[0], accepted)
+    _crossovers()
     if not tuning.has_avx512(cpu):
         print("gemm: blas (not measured: the packed kernels are built only where the CPU "
               "has AVX-512)")
@@ -53,6 +54,23 @@ def _parallel_loops(argv: tuple[str, ...], flags: list[str]) -> None:
           "one loop's time, serial / parallel:")
     for n, t in record["seconds"].items():
         print(f"  {n}: {t['serial'] * 1e6:.2f} / {t['parallel'] * 1e6:.2f} us")
+
+
+def _crossovers() -> None:
+    """The most work each kind of product runs as the inline kernel rather than BLAS, per
+    float type, with the race's timings."""
+    for dtype in ("float32", "float64"):
+        name = f"pbkernels_{dtype}"
+        kernels = compiler.library_path(name, libraries.LIBRARIES[name][0])
+        record = tuning.measure_crossover(kernels, compiler.openblas_library(),
+                                          compiler.BLAS_PREFIX, dtype)
+        print(f"inline kernel up to, {dtype}: " + ", ".join(
+            f"{kind} {most} multiply-adds" for kind, most in record["choice"].items())
+            + "; a product's time, inline / BLAS (one thread):")
+        for kind, times in record["seconds"].items():
+            print(f"  {kind}: " + "  ".join(f"{work}: {t['inline'] * 1e6:.2f} / "
+                                            f"{t['blas'] * 1e6:.2f} us"
+                                            for work, t in times.items()))
 
 
 def _cpu_name() -> str:

@@ -10,7 +10,7 @@ Vector width (``vector_flags``)
 Inline kernel or BLAS (``measure_crossover``, ``measured_later``)
     The most work a product runs as the runtime's inline kernel (``kernels.c``) rather
     than a BLAS call, per kind of product: the kernel races OpenBLAS on a ladder of
-    products of each kind a power of two apart (``lower/products.py`` names them), in
+    products of each kind a power of two apart (``CROSSOVER_LADDERS``), in
     a process of its own that a thread of this one starts for the first product whose
     lowering the answer would change; until it is cached, lowering keeps its defaults.
 GEMM (``gemm_choice``)
@@ -246,6 +246,28 @@ CROSSOVER_ROUNDS = 7
 Shape = tuple[int, int, int, bool]
 
 
+def _ladder(m: int, n: int, k: int, transposed: bool, steps: int) -> tuple[Shape, ...]:
+    """``steps`` products from m x n x k, the terms and the columns doubled in turn."""
+    shapes = []
+    for step in range(steps):
+        shapes.append((m, n, k, transposed))
+        n, k = (n, 2 * k) if step % 2 == 0 else (2 * n, k)
+    return tuple(shapes)
+
+
+#: The products the inline kernel races OpenBLAS on, per kind of product (as lowering
+#: names them: ``lower/products.py``), each twice the last's work: ``direct`` (16 rows, a
+#: row-major B at least two vectors wide, read as register tiles straight from B; from
+#: 2^13 to 2^19 multiply-adds, through 16x64x64 and the RNN's 16x128x128), ``panels``
+#: (B transposed, first copied in panels), ``tile`` and ``few`` (a B as ``direct``'s and
+#: one or two of the kernel's tiles of 4 rows, to 2^21).  Below a ladder a product runs
+#: inline, above it on BLAS.
+CROSSOVER_LADDERS = {"direct": _ladder(16, 32, 16, False, 7),
+                     "panels": _ladder(16, 32, 16, True, 7),
+                     "tile": _ladder(4, 64, 64, False, 8),
+                     "few": _ladder(8, 64, 64, False, 7)}
+
+
 def choose_crossover(seconds: Mapping[int, Mapping[str, float]]) -> int:
     """The most work (multiply-adds) a product runs inline, from the race's ``inline``
     and ``blas`` seconds per work: of the works measured, the one up to which the inline
@@ -281,20 +303,21 @@ if race(len(shape) // 4, shapes, int(rounds), gemm, best) == 0:
 """
 
 
-def measure_crossover(kernels: Path, openblas: Path, gemm: str, dtype: str,
-                      ladders: Mapping[str, Sequence[Shape]]) -> dict:
+def measure_crossover(kernels: Path, openblas: Path, prefix: str, dtype: str,
+                      ladders: Mapping[str, Sequence[Shape]] = CROSSOVER_LADDERS) -> dict:
     """Race the inline kernel of ``dtype`` (the library ``kernels``) against OpenBLAS's
-    ``gemm`` on each ladder's products (``pb_gemm_race_*`` in ``kernels.c``: the least
-    of CROSSOVER_ROUNDS timings taken in turns); the most work each kind runs inline
-    (``choose_crossover``) and the seconds per work, or no choice where the race could
-    not run.  It runs in a process of its own, with OpenBLAS on one thread: below 2**18
-    multiply-adds OpenBLAS uses one thread whatever its count, and in this process, on
-    two threads of a busy machine, its timings swung (the 16-row crossover at 2**13 in
-    one run, 2**19 in the next; AMD EPYC, 2 cores, AVX2)."""
+    gemm (its names begin with ``prefix``) on each ladder's products (``pb_gemm_race_*``
+    in ``kernels.c``: the least of CROSSOVER_ROUNDS timings taken in turns); the most
+    work each kind runs inline (``choose_crossover``) and the seconds per work, or no
+    choice where the race could not run.  It runs in a process of its own, with OpenBLAS
+    on one thread: below 2**18 multiply-adds OpenBLAS uses one thread whatever its
+    count, and in this process, on two threads of a busy machine, its timings swung (the
+    16-row crossover at 2**13 in one run, 2**19 in the next; AMD EPYC, 2 cores, AVX2)."""
     shapes = [shape for ladder in ladders.values() for shape in ladder]
     out = subprocess.run(
         [sys.executable, "-I", "-S", "-c", _RACE_PROGRAM, str(kernels), str(openblas),
-         f"pb_gemm_race_{dtype}", gemm, str(CROSSOVER_ROUNDS),
+         f"pb_gemm_race_{dtype}", f"{prefix}cblas_{'s' if dtype == 'float32' else 'd'}gemm",
+         str(CROSSOVER_ROUNDS),
          *(str(int(d)) for shape in shapes for d in shape)],
         capture_output=True, text=True, env={**os.environ, "OPENBLAS_NUM_THREADS": "1"})
     best = [float(t) * 1e-9 for t in out.stdout.split()]

@@ -6,9 +6,9 @@ product's epilogue (``plan.fusion.Epilogue``) as it stores; other products are l
 nests summing in double (float) or the dtype (integers).
 
 The crossover is measured on the machine at hand (``tuning.measure_crossover``: the
-kernel races OpenBLAS on ``CROSSOVER_LADDERS``), once, on a thread of its own that the
-first product whose lowering it would change starts, and cached with the other
-measurements; until then products go by ``GEMM_INLINE_MAX_WORK``.
+kernel races OpenBLAS on ``tuning.CROSSOVER_LADDERS``), once, on a thread of its own
+that the first product whose lowering it would change starts, and cached with the
+other measurements; until then products go by ``GEMM_INLINE_MAX_WORK``.
 """
 
 from __future__ import annotations
@@ -50,27 +50,6 @@ GEMM_FEW_ROWS = 8
 GEMM_TILE_ROWS = 4
 
 
-def _ladder(m: int, n: int, k: int, transposed: bool, steps: int
-            ) -> tuple[tuple[int, int, int, bool], ...]:
-    """``steps`` products from m x n x k, the terms and the columns doubled in turn."""
-    shapes = []
-    for step in range(steps):
-        shapes.append((m, n, k, transposed))
-        n, k = (n, 2 * k) if step % 2 == 0 else (2 * n, k)
-    return tuple(shapes)
-
-
-#: The products the inline kernel races OpenBLAS on, per kind, each twice the last's
-#: work: ``direct`` (a row-major B at least two vectors wide, read as register tiles
-#: straight from B; from 2^13 to 2^19 multiply-adds, through 16x64x64 and the RNN's
-#: 16x128x128), ``panels`` (B transposed, first copied in panels), ``tile`` and ``few``
-#: (products of at most GEMM_TILE_ROWS and GEMM_FEW_ROWS rows, to 2^21).  Below a
-#: ladder a product runs inline, above it on BLAS.
-CROSSOVER_LADDERS = {"direct": _ladder(16, 32, 16, False, 7),
-                     "panels": _ladder(16, 32, 16, True, 7),
-                     "tile": _ladder(GEMM_TILE_ROWS, 64, 64, False, 8),
-                     "few": _ladder(GEMM_FEW_ROWS, 64, 64, False, 7)}
-
 #: The most work (m*n*k per matrix) a product of each kind runs as the inline kernel
 #: until the crossover is measured: measured by hand for issue 24 (AMD EPYC, AVX2,
 #: OpenBLAS Haswell, CPU time of 100 calls; 16 rows: OpenBLAS faster from 2^17, 32x64x64:
@@ -81,7 +60,7 @@ GEMM_INLINE_MAX_WORK = {"direct": 1 << 16, "panels": 1 << 15, "tile": 1 << 20,
 
 def product_kind(dt: DType, m: int, n: int, trans_b: bool) -> str:
     """Which crossover a product of ``m`` rows and ``n`` columns (B stored n x k where
-    ``trans_b``) goes by (``CROSSOVER_LADDERS``)."""
+    ``trans_b``) goes by (``tuning.CROSSOVER_LADDERS``)."""
     if trans_b or n < 2 * (64 // dt.np.itemsize):
         return "panels"
     if m <= GEMM_TILE_ROWS:
@@ -93,7 +72,7 @@ def runs_on_blas(dt: DType, kind: str, work: int) -> bool:
     """Whether a float product of ``kind`` and ``work`` multiply-adds is a BLAS call:
     past the most work measured to run faster inline, or ``GEMM_INLINE_MAX_WORK`` until
     measured (the measurement is asked for only where its answer could matter)."""
-    ladder = CROSSOVER_LADDERS[kind]
+    ladder = tuning.CROSSOVER_LADDERS[kind]
     least, most = (math.prod(shape[:3]) for shape in (ladder[0], ladder[-1]))
     if work <= least or work > most:
         return work > most
@@ -126,15 +105,14 @@ def _measurement(dt: DType) -> dict | None:
     source = libraries.LIBRARIES[name][0]
     cflags = compiler._cflags()
     openblas = compiler.openblas_library()
-    gemm = f"{compiler.BLAS_PREFIX}cblas_{'s' if dt.name == 'float32' else 'd'}gemm"
     key = [list(argv), version, cflags, source, libraries.HEADERS["kernels.h"], str(openblas),
-           tuning.cpu_id(), CROSSOVER_LADDERS]
+           tuning.cpu_id(), tuning.CROSSOVER_LADDERS]
 
     def measure() -> dict:  # the kernels' library, built or joining a module's build of it
         (kernels,) = compiler._start([compiler._library(argv, version, tuple(cflags), name,
                                                         source, dict(libraries.HEADERS))])
-        return tuning.measure_crossover(kernels.result(), openblas, gemm, dt.name,
-                                        CROSSOVER_LADDERS)
+        return tuning.measure_crossover(kernels.result(), openblas, compiler.BLAS_PREFIX,
+                                        dt.name)
 
     return tuning.measured_later("crossover", key, measure)
 
