@@ -17,7 +17,7 @@ to scalars of a dtype; ``Bin`` is index and pointer arithmetic and logic on C in
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 from typing import TypeVar
 
 from ....ir.types import DType, StackType, TensorType
@@ -515,13 +515,25 @@ def first_read(stmts: list[Stmt], index: str) -> Expr | None:
     return None
 
 
+#: The field names of each loop-IR class (every field is an ``__init__`` argument):
+#: ``dataclasses.fields`` and ``replace`` on every node were most of the loop passes' time.
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _field_names(cls: type) -> tuple[str, ...]:
+    names = _FIELDS.get(cls)
+    if names is None:
+        names = _FIELDS[cls] = tuple(fl.name for fl in fields(cls))
+    return names
+
+
 def map_exprs(node: T, f: Callable[[Expr], Expr]) -> T:
     """``node`` rebuilt with ``f`` applied to each expression in it, innermost first."""
     if isinstance(node, tuple):
         return tuple(map_exprs(x, f) for x in node)  # type: ignore[return-value]
     if isinstance(node, (Expr, Decl, Set)):
-        rebuilt = replace(node, **{fl.name: map_exprs(getattr(node, fl.name), f)
-                                   for fl in fields(node)})
+        cls = type(node)
+        rebuilt = cls(**{n: map_exprs(getattr(node, n), f) for n in _field_names(cls)})
         return f(rebuilt) if isinstance(rebuilt, Expr) else rebuilt
     return node
 
@@ -529,11 +541,12 @@ def map_exprs(node: T, f: Callable[[Expr], Expr]) -> T:
 def map_stmt(s: Stmt, f: Callable[[Expr], Expr]) -> Stmt:
     """Statement ``s`` rebuilt with ``f`` applied to every expression in it and in the
     statements it nests."""
-    changed = {}
-    for fl in fields(s):
-        value = getattr(s, fl.name)
+    rebuilt = {}
+    for name in _field_names(type(s)):
+        value = getattr(s, name)
         if isinstance(value, (Expr, tuple)):
-            changed[fl.name] = map_exprs(value, f)
+            value = map_exprs(value, f)
         elif isinstance(value, list):
-            changed[fl.name] = [map_stmt(t, f) for t in value]
-    return replace(s, **changed)
+            value = [map_stmt(t, f) for t in value]
+        rebuilt[name] = value
+    return type(s)(**rebuilt)  # type: ignore[return-value]
