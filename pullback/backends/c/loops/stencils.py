@@ -357,7 +357,7 @@ def _stencil(loop: Loop, roots: dict[str, str]) -> list[Stmt] | None:
     if not spread and not sums:
         return None
     main, temps, gathers = _distribute(loop.var, body, adds, spread, index, passed)
-    if not _independent(main, index, roots):
+    if not _independent(main, index, roots, spread):
         return None
     main = _pruned(main)
     if sum(f[0] for s in main for x in _loads(s) if (f := index.affine(x.index))) < 0:
@@ -414,7 +414,8 @@ def _carried(body: _Body, adjoint: bool) -> tuple[list[str], set[int]] | None:
 
 def _adds(body: _Body, index: _Index) -> list[_Add]:
     """Each add into an element, ``x = d[j]; y = x + e; d[j] = y`` (or ``e + x``; ``x``
-    and ``y`` read once, nothing between the load and the store touching ``d``)."""
+    and ``y`` read once, nothing between the load and the store touching ``d``; ``e`` a
+    local, which keeps its value, or a constant)."""
     found = []
     for k, s in enumerate(body.stmts):
         if not (isinstance(s, Set) and isinstance(s.target, Load) and
@@ -427,9 +428,11 @@ def _adds(body: _Body, index: _Index) -> list[_Add]:
             continue
         for x, e in (total.args, total.args[::-1]):
             old = body.defs.get(x.name) if isinstance(x, Sym) else None
-            if not (isinstance(old, Load) and isinstance(old.ptr, Sym) and old.ptr.name == d
-                    and index.affine(old.index) == j and body.uses[x.name] == 1 and
-                    not {d, x.name} & set(_syms(e))):
+            kept = isinstance(e, Const) or isinstance(e, Sym) and \
+                (e.name in body.defs or e.name not in body.declared)
+            if not (kept and isinstance(old, Load) and isinstance(old.ptr, Sym) and
+                    old.ptr.name == d and index.affine(old.index) == j and
+                    body.uses[x.name] == 1 and not {d, x.name} & set(_syms(e))):
                 continue
             load = body.at[x.name]
             if any(body.mentions(m, d) for m in range(load + 1, k)):
@@ -508,9 +511,11 @@ def _gather(var: str, d: str, adds: list[tuple[_Add, str]], index: _Index) -> li
     return out
 
 
-def _independent(stmts: list[Stmt], index: _Index, roots: dict[str, str]) -> bool:
+def _independent(stmts: list[Stmt], index: _Index, roots: dict[str, str],
+                 spread: list[str]) -> bool:
     """Whether each buffer the loop writes it reads and writes at one index, a
-    different element each iteration, and shares no memory with another it reads."""
+    different element each iteration, and shares no memory with another it reads, nor
+    with a ``spread`` buffer (added into after it)."""
     seen: dict[str, set[Affine | None]] = {}
     for s in stmts:
         for x in _loads(s):  # (a store's target among them)
@@ -521,7 +526,8 @@ def _independent(stmts: list[Stmt], index: _Index, roots: dict[str, str]) -> boo
                if isinstance(s, Set) and isinstance(s.target, Load)}
     for d in written:
         at = seen[d]
-        if len(at) != 1 or None in at or next(iter(at))[0] == 0 or \
-                any(roots.get(n, n) == roots.get(d, d) for n in seen if n != d):
+        if len(at) != 1 or None in at or next(iter(at))[0] == 0:
             return False
-    return True
+    names = [*seen, *spread]
+    memory = [roots.get(n, n) for n in names]
+    return not any(memory.count(roots.get(d, d)) > 1 for d in [*written, *spread])
