@@ -42,7 +42,7 @@ def _forced(direct: int, go: threading.Event | None = None):
         runs.append(dtype)
         if go is not None:
             go.wait()
-        return {"choice": {"direct": direct, "panels": 1 << 13, "tile": 1 << 21,
+        return {"choice": {"direct": direct, "panels": 1 << 13, "tile": 1 << 20,
                            "few": 1 << 20}, "seconds": {}}
 
     return race, runs

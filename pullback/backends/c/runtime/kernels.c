@@ -122,14 +122,16 @@ PB_KERNEL_TYPES(PB_DEFINE_GEMM)
             for (int d = 0; d < 3; d++) most = sizes[d] > most ? sizes[d] : most;         \
             best[2 * i] = best[2 * i + 1] = 1e300;                                        \
         }                                                                                 \
-        T *a = NULL, *b = NULL, *c = NULL;                                                \
-        const size_t bytes = (size_t)most * sizeof(T);                                    \
-        if (posix_memalign((void **)&a, 64, bytes) ||                                     \
-            posix_memalign((void **)&b, 64, bytes) ||                                     \
-            posix_memalign((void **)&c, 64, bytes)) {                                     \
-            free(a), free(b), free(c);                                                    \
-            return 1;                                                                     \
-        }                                                                                 \
+        /* operands 16 bytes past a 64-byte boundary, as NumPy's arrays are (a kernel      \
+         * reading B's rows as vectors then splits loads across cache lines) */           \
+        char *buffers[3] = {NULL, NULL, NULL};                                            \
+        const size_t bytes = (size_t)most * sizeof(T) + 64;                               \
+        for (int d = 0; d < 3; d++)                                                       \
+            if (posix_memalign((void **)&buffers[d], 64, bytes)) {                        \
+                free(buffers[0]), free(buffers[1]);                                       \
+                return 1;                                                                 \
+            }                                                                             \
+        T *a = (T *)(buffers[0] + 16), *b = (T *)(buffers[1] + 16), *c = (T *)(buffers[2] + 16); \
         for (int64_t i = 0; i < most; i++) a[i] = b[i] = (T)(i % 7) * (T)0.25 - (T)0.75;  \
         for (int64_t r = 0; r < rounds; r++)                                              \
             for (int64_t i = 0; i < count; i++)                                           \
@@ -147,7 +149,7 @@ PB_KERNEL_TYPES(PB_DEFINE_GEMM)
                                        (t1.tv_nsec - t0.tv_nsec)) / calls;                \
                     if (ns < best[2 * i + blas]) best[2 * i + blas] = ns;                 \
                 }                                                                         \
-        free(a), free(b), free(c);                                                        \
+        free(buffers[0]), free(buffers[1]), free(buffers[2]);                             \
         return 0;                                                                         \
     }
 /* Raced for the float types only: BLAS has no integer products. */
