@@ -23,10 +23,14 @@ its iterations independent:
   only a reverse sweep's loop may do (``Range.adjoint``: its results are derivatives,
   which are held to a tolerance, never primal values); an integer sum is exact.
 
-The loop is rewritten only where it then is a ``simd`` loop: each buffer it writes it
-reads and writes at one index, a different element each iteration, and no buffer it
-reads shares memory with one it writes.  Buffers are distinct unless a ``Pointer``
-places one inside another (a tape's buffers are its own).
+The loop is rewritten only where that removes such a chain and it then is a ``simd``
+loop: each buffer it writes it reads and writes at one index, a different element each
+iteration, and no buffer it reads shares memory with one it writes.  Buffers are
+distinct unless a ``Pointer`` places one inside another (a tape's buffers are its own).
+Its iterations independent, a loop whose indexes run down (a reverse sweep) runs up:
+the same values, loaded without shuffling vectors end for end.  Not (yet) rewritten:
+loops of more than ``QUIET`` work, which stay ``Range``s polling for Ctrl-C
+(``counted``), and loops with loops in them (two-dimensional stencils).
 """
 
 from __future__ import annotations
