@@ -74,18 +74,28 @@ def test_the_kind_of_a_product_picks_its_crossover(a_b, boundary):
                for shape in ladder)  # the race times products of this kind
 
 
-@pytest.mark.parametrize(("inline", "blas", "most"), [
-    ([1, 2, 4, 8], [2, 3, 3, 5], 2),  # BLAS wins from the third work on
-    ([1, 2, 4, 8], [2, 3, 5, 9], 8),  # never: the ladder's top
-    ([1, 2, 4, 8], [0.5, 1, 2, 4], 1),  # always: its foot (inline below the ladder)
-    ([1, 2, 4, 8, 16], [2, 3, 3, 5, 17], 2),  # one bad timing of BLAS's moves nothing
-    ([1, 2, 4, 8], [2, 3, 4.1, 5], 2),  # within the margin: a tie, BLAS's
+@pytest.mark.parametrize(("inline", "blas", "default", "most"), [
+    ([1, 2, 4, 8], [2, 3, 3, 5], 8, 2),  # BLAS wins from the third work on
+    ([1, 2, 4, 8], [2, 3, 5, 9], 1, 8),  # never: the ladder's top
+    ([1, 2, 4, 8], [0.5, 1, 2, 4], 8, 1),  # always: its foot (inline below the ladder)
+    ([1, 2, 4, 8, 16], [2, 3, 3, 5, 17], 16, 2),  # one bad timing of BLAS's moves nothing
+    ([1, 2, 4, 8], [2, 3, 4.1, 5], 8, 2),  # within the margin: a tie, BLAS's
 ])
-def test_the_crossover_makes_the_least_time_over_the_ladder(inline, blas, most):
+def test_the_crossover_makes_the_least_time_over_the_ladder(inline, blas, default, most):
     """The inline kernel must win by ``tuning.MARGIN``; a tie is BLAS's."""
     seconds = {1 << i: {"inline": t, "blas": u}
                for i, (t, u) in enumerate(zip(inline, blas, strict=True))}
-    assert tuning.choose_crossover(seconds) == most
+    assert tuning.choose_crossover(seconds, default) == most
+
+
+def test_the_default_stays_unless_the_race_beats_it_by_the_margin():
+    # all inline (its times made 5% longer): 1.05 * 2.11 * 4.21; BLAS past the first
+    # work: 1.05 * 2.1 * 4.1, 3% less
+    seconds = {1: {"inline": 1.0, "blas": 2.0}, 2: {"inline": 2.0, "blas": 2.1},
+               4: {"inline": 4.0, "blas": 4.1}}
+    assert tuning.choose_crossover(seconds, 4) == 4
+    seconds[4]["blas"] = 3.0  # now 29% less
+    assert tuning.choose_crossover(seconds, 4) == 1
 
 
 @needs_cc
@@ -162,8 +172,9 @@ def test_the_race_times_both_kernels_on_every_product(measuring, dtype):
     assert list(record["seconds"]["direct"]) == [1 << 13, 1 << 14]
     assert all(0 < t < 0.01 for kind in record["seconds"].values()
                for race in kind.values() for t in race.values())
-    assert record["choice"]["direct"] in (1 << 13, 1 << 14)
-    assert record["choice"]["panels"] == 1 << 13
+    defaults = tuning.CROSSOVER_DEFAULTS  # where the race does not beat them
+    assert record["choice"]["direct"] in (1 << 13, 1 << 14, defaults["direct"])
+    assert record["choice"]["panels"] in (1 << 13, defaults["panels"])
 
 
 @needs_cc

@@ -269,7 +269,17 @@ CROSSOVER_LADDERS = {"direct": _ladder(16, 32, 16, False, 7),
                      "few": _ladder(8, 64, 64, False, 6)}
 
 
-def choose_crossover(seconds: Mapping[int, Mapping[str, float]]) -> int:
+#: The most work a product of each kind runs inline until the race has run, and unless
+#: it finds otherwise by MARGIN (``choose_crossover``): measured by hand for issue 24
+#: (AMD EPYC, AVX2, OpenBLAS Haswell, CPU time of 100 calls; 16 rows: OpenBLAS faster
+#: from 2^17, 32x64x64: 8.9 us against 10.6, the inline kernel up to 2^16, 16x64x64:
+#: 6.3 us against 6.7; at most 8 rows: the kernel twice as fast to 2^20, 4x256x256: 14
+#: us against 25).
+CROSSOVER_DEFAULTS = {"direct": 1 << 16, "panels": 1 << 15, "tile": 1 << 20,
+                      "few": 1 << 20}
+
+
+def choose_crossover(seconds: Mapping[int, Mapping[str, float]], default: int) -> int:
     """The most work (multiply-adds) a product runs inline, from the race's ``inline``
     and ``blas`` seconds per work: of the works measured, the one up to which the inline
     kernel and past which BLAS make the least time over the whole ladder (the product of
@@ -277,14 +287,17 @@ def choose_crossover(seconds: Mapping[int, Mapping[str, float]]) -> int:
     kernels stay where they beat OpenBLAS; a tie is BLAS's); the least where two make
     it alike.  One bad timing moves it only where it outweighs all the others: with the
     last work's alone (or "BLAS wins at every larger work"), it swung from 2^13 to 2^19
-    between runs on a busy machine (float64, AMD EPYC, 2 cores)."""
+    between runs on a busy machine (float64, AMD EPYC, 2 cores).  It replaces ``default``
+    only where that makes the ladder's time less by MARGIN: in a slow spell of the
+    machine the kernel ran 40% slower, BLAS 10%, for seconds on end."""
     works = sorted(seconds)
 
     def log_time(most: int) -> float:
         return sum(math.log(seconds[w]["inline"] / (1 - MARGIN) if w <= most
                             else seconds[w]["blas"]) for w in works)
 
-    return min(works, key=log_time)
+    best = min(works, key=log_time)
+    return best if log_time(best) < log_time(default) + math.log(1 - MARGIN) else default
 
 
 #: The race's program: the library of the inline kernel, OpenBLAS, the race's and
@@ -309,7 +322,8 @@ def measure_crossover(kernels: Path, openblas: Path, prefix: str, dtype: str,
     """Race the inline kernel of ``dtype`` (the library ``kernels``) against OpenBLAS's
     gemm (its names begin with ``prefix``) on each ladder's products (``pb_gemm_race_*``
     in ``kernels.c``: the least of CROSSOVER_ROUNDS timings taken in turns); the most
-    work each kind runs inline (``choose_crossover``) and the seconds per work, or no
+    work each kind runs inline (``choose_crossover`` from CROSSOVER_DEFAULTS) and the
+    seconds per work, or no
     choice where the race could not run.  It runs in a process of its own, with OpenBLAS
     on one thread: below 2**18 multiply-adds OpenBLAS uses one thread whatever its
     count, and in this process, on two threads of a busy machine, its timings swung (the
@@ -318,8 +332,7 @@ def measure_crossover(kernels: Path, openblas: Path, prefix: str, dtype: str,
     out = subprocess.run(
         [sys.executable, "-I", "-S", "-c", _RACE_PROGRAM, str(kernels), str(openblas),
          f"pb_gemm_race_{dtype}", f"{prefix}cblas_{'s' if dtype == 'float32' else 'd'}gemm",
-         str(CROSSOVER_ROUNDS),
-         *(str(int(d)) for shape in shapes for d in shape)],
+         str(CROSSOVER_ROUNDS), *(str(int(d)) for shape in shapes for d in shape)],
         capture_output=True, text=True, env={**os.environ, "OPENBLAS_NUM_THREADS": "1"})
     best = [float(t) * 1e-9 for t in out.stdout.split()]
     if out.returncode != 0 or len(best) != 2 * len(shapes):
@@ -329,7 +342,8 @@ def measure_crossover(kernels: Path, openblas: Path, prefix: str, dtype: str,
     for kind, ladder in ladders.items():
         seconds[kind] = {m * n * k: dict(zip(("inline", "blas"), next(times), strict=True))
                          for m, n, k, _ in ladder}
-    return {"choice": {kind: choose_crossover(t) for kind, t in seconds.items()},
+    return {"choice": {kind: choose_crossover(t, CROSSOVER_DEFAULTS[kind])
+                       for kind, t in seconds.items()},
             "seconds": seconds}
 
 

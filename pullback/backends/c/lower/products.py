@@ -51,11 +51,8 @@ GEMM_TILE_ROWS = 4
 
 
 #: The most work (m*n*k per matrix) a product of each kind runs as the inline kernel
-#: until the crossover is measured: measured by hand for issue 24 (AMD EPYC, AVX2,
-#: OpenBLAS Haswell, CPU time of 100 calls; 16 rows: OpenBLAS faster from 2^17, 32x64x64:
-#: 8.9 us against 10.6, the inline kernel up to 2^16, 16x64x64: 6.3 us against 6.7).
-GEMM_INLINE_MAX_WORK = {"direct": 1 << 16, "panels": 1 << 15, "tile": 1 << 20,
-                        "few": 1 << 20}
+#: until the crossover is measured, and unless the race finds otherwise by a margin.
+GEMM_INLINE_MAX_WORK = tuning.CROSSOVER_DEFAULTS
 
 
 def product_kind(dt: DType, m: int, n: int, trans_b: bool) -> str:
@@ -106,7 +103,7 @@ def _measurement(dt: DType) -> dict | None:
     cflags = compiler._cflags()
     openblas = compiler.openblas_library()
     key = [list(argv), version, cflags, source, libraries.HEADERS["kernels.h"], str(openblas),
-           tuning.cpu_id(), tuning.CROSSOVER_LADDERS]
+           tuning.cpu_id(), tuning.CROSSOVER_LADDERS, tuning.CROSSOVER_DEFAULTS]
 
     def measure() -> dict:  # the kernels' library, built or joining a module's build of it
         (kernels,) = compiler._start([compiler._library(argv, version, tuple(cflags), name,

@@ -99,9 +99,11 @@ PB_KERNEL_TYPES(PB_DEFINE_GEMM)
  * fewest nanoseconds the kernel above takes for it, and `blas` (CBLAS's gemm of T, on
  * the threads OpenBLAS has), into best[2 i] and best[2 i + 1].  The products are timed
  * in turns, `rounds` times each (a busy machine's slow spells hit both), each timing
- * enough calls for PB_RACE_WORK multiply-adds after one call to warm up.  Nonzero
+ * enough calls for PB_RACE_WORK multiply-adds after one call to warm up; the rounds
+ * PB_RACE_PAUSE_NS apart, so that some fall outside a slow spell of the machine.  Nonzero
  * where its buffers cannot be allocated. */
 #define PB_RACE_WORK (1 << 18)
+#define PB_RACE_PAUSE_NS 20000000 /* between rounds: the machine's slow spells last long */
 #define PB_DEFINE_RACE(S, T)                                                              \
     typedef void (*pb_cblas_gemm_##S)(int, int, int, int, int, int, T, const T *, int,    \
                                       const T *, int, T, T *, int);                       \
@@ -122,18 +124,20 @@ PB_KERNEL_TYPES(PB_DEFINE_GEMM)
             for (int d = 0; d < 3; d++) most = sizes[d] > most ? sizes[d] : most;         \
             best[2 * i] = best[2 * i + 1] = 1e300;                                        \
         }                                                                                 \
-        /* operands 16 bytes past a 64-byte boundary, as NumPy's arrays are (a kernel      \
-         * reading B's rows as vectors then splits loads across cache lines) */           \
-        char *buffers[3] = {NULL, NULL, NULL};                                            \
-        const size_t bytes = (size_t)most * sizeof(T) + 64;                               \
-        for (int d = 0; d < 3; d++)                                                       \
-            if (posix_memalign((void **)&buffers[d], 64, bytes)) {                        \
-                free(buffers[0]), free(buffers[1]);                                       \
-                return 1;                                                                 \
-            }                                                                             \
-        T *a = (T *)(buffers[0] + 16), *b = (T *)(buffers[1] + 16), *c = (T *)(buffers[2] + 16); \
+        /* A, B and C 16 bytes past a 64-byte boundary, as NumPy's arrays are (a kernel    \
+         * reading B's rows as vectors then splits loads across cache lines), in one      \
+         * allocation at offsets a kilobyte apart modulo 4 KiB: where malloc puts them,    \
+         * loads and stores 4 KiB apart alias, and the kernel's times moved 35% between   \
+         * runs. */                                                                        \
+        const size_t span = ((size_t)most * sizeof(T) / 4096 + 2) * 4096;                 \
+        char *base = NULL;                                                                \
+        if (posix_memalign((void **)&base, 4096, 3 * span)) return 1;                     \
+        T *a = (T *)(base + 16), *b = (T *)(base + span + 1040);                          \
+        T *c = (T *)(base + 2 * span + 2064);                                             \
+        const struct timespec pause = {0, PB_RACE_PAUSE_NS};                              \
         for (int64_t i = 0; i < most; i++) a[i] = b[i] = (T)(i % 7) * (T)0.25 - (T)0.75;  \
-        for (int64_t r = 0; r < rounds; r++)                                              \
+        for (int64_t r = 0; r < rounds; r++) {                                            \
+            if (r > 0) nanosleep(&pause, NULL);                                           \
             for (int64_t i = 0; i < count; i++)                                           \
                 for (int q = 0; q < 2; q++) {                                             \
                     const int blas = (int)((q + r + i) % 2); /* each first as often */    \
@@ -149,7 +153,8 @@ PB_KERNEL_TYPES(PB_DEFINE_GEMM)
                                        (t1.tv_nsec - t0.tv_nsec)) / calls;                \
                     if (ns < best[2 * i + blas]) best[2 * i + blas] = ns;                 \
                 }                                                                         \
-        free(buffers[0]), free(buffers[1]), free(buffers[2]);                             \
+        }                                                                                 \
+        free(base);                                                                       \
         return 0;                                                                         \
     }
 /* Raced for the float types only: BLAS has no integer products. */
