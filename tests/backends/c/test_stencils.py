@@ -15,6 +15,7 @@ from pullback.backends.c import pipeline
 from pullback.backends.c.build import compiler
 from pullback.backends.c.loops import passes
 from pullback.backends.c.loops.ir import (
+    Alloc,
     Const,
     Decl,
     Int,
@@ -122,6 +123,10 @@ def test_the_reverse_sweep_is_a_simd_loop_and_gathers():
         [(0, 1), (1, 2), (2, 38), (38, 39), (39, 40)]
     assert all(g.pragma == "simd" for g in gathers)
     assert "#pragma omp simd reduction(+:" in src.text
+    # the values' buffers are allocated once a call, not once a step
+    top = [s.name for s in src.module.funcs[0].body if isinstance(s, Alloc)]
+    assert [t for t in top if t.startswith(sweep.var + "_t")] == \
+        [f"{sweep.var}_t0", f"{sweep.var}_t1"]
 
 
 def _compiled(fn, args, stencils: bool, monkeypatch):

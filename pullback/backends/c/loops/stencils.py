@@ -82,16 +82,27 @@ _ARITH = {"add": "+", "sub": "-", "mul": "*"}
 def gather_stencils(func: LoopFunc, _: Callable[[int], bool] | None = None) -> None:
     """Rewrite ``func``'s loops whose iterations the rewrite makes independent (a loop
     pass: the second argument, which loop lengths run on every thread, is not needed)."""
-    func.body = _rewrite(func.body, _roots(func.body))
+    func.body = _rewrite(func.body, _roots(func.body), None)
 
 
-def _rewrite(stmts: list[Stmt], roots: dict[str, str]) -> list[Stmt]:
+def _rewrite(stmts: list[Stmt], roots: dict[str, str], hoisted: list[Alloc] | None
+             ) -> list[Stmt]:
+    """``stmts`` rewritten, the buffers of values a rewritten loop stores allocated
+    around the statement of the function's top block (or of a parallel loop's body)
+    that holds it, not once per iteration of the loops around it, or, where
+    ``hoisted``, added to it for the caller to allocate."""
     out: list[Stmt] = []
     for s in stmts:
+        mine: list[Alloc] = []
+        shared = isinstance(s, Loop) and "parallel" in s.pragma  # (threads: one each)
         for body in children(s):
-            body[:] = _rewrite(body, roots)
-        new = _stencil(s, roots) if isinstance(s, Loop) else None
-        out.extend([s] if new is None else new)
+            body[:] = _rewrite(body, roots, None if shared else mine)
+        new = _stencil(s, roots, mine) if isinstance(s, Loop) else None
+        if hoisted is None:
+            out += [*mine, *([s] if new is None else new), *(Free(a.name) for a in mine)]
+        else:
+            hoisted += mine
+            out += [s] if new is None else new
     return out
 
 
@@ -339,8 +350,9 @@ class _Add:
     stmts: list[int]
 
 
-def _stencil(loop: Loop, roots: dict[str, str]) -> list[Stmt] | None:
-    """The loop rewritten, or None where the rewrite does not apply or gains nothing."""
+def _stencil(loop: Loop, roots: dict[str, str], temps: list[Alloc]) -> list[Stmt] | None:
+    """The loop rewritten (the buffers it needs added to ``temps``), or None where the
+    rewrite does not apply or gains nothing."""
     if loop.pragma or loop.step != 1 or not isinstance(loop.start, Int) or \
             not isinstance(loop.stop, Int) or loop.stop.value - loop.start.value < 2:
         return None
@@ -360,7 +372,7 @@ def _stencil(loop: Loop, roots: dict[str, str]) -> list[Stmt] | None:
     spread = _spread(body, adds)
     if not spread and not sums:
         return None
-    main, temps, gathers = _distribute(loop.var, body, adds, spread, index, passed)
+    main, stored, gathers = _distribute(loop.var, body, adds, spread, index, passed)
     if not _independent(main, index, roots, spread):
         return None
     main = _pruned(main)
@@ -368,8 +380,8 @@ def _stencil(loop: Loop, roots: dict[str, str]) -> list[Stmt] | None:
         main = index.reversed(main)  # (iterations independent: the order is free)
     kernel = replace(loop, body=[Scope(main)] if scoped else main, pragma="simd",
                      reductions=tuple(f"reduction(+:{acc})" for acc in sums))
-    return [*(Alloc(t, ct, n) for t, ct, n in temps), kernel, *gathers,
-            *(Free(t) for t, _, _ in temps)]
+    temps += [Alloc(t, ct, n) for t, ct, n in stored]
+    return [kernel, *gathers]
 
 
 def _pruned(stmts: list[Stmt]) -> list[Stmt]:
