@@ -76,9 +76,8 @@ def euler_to_rotation(angles: np.ndarray) -> np.ndarray:
 
 
 def skinned_positions(theta: np.ndarray, model: dict, parents: tuple,
-                      is_mirrored: bool, tangents: bool = False) -> np.ndarray:
-    """(3, V) vertex positions of the posed, skinned and globally transformed model
-    (``tangents``: for a forward pass of many tangents, see below)."""
+                      is_mirrored: bool) -> np.ndarray:
+    """(3, V) vertex positions of the posed, skinned and globally transformed model."""
     n_bones = len(parents)
     pose = np.concatenate((theta, np.zeros(1), np.ones(1)))[model["pose_index"]]
     rot = euler_to_rotation(pose[3:])
@@ -92,23 +91,12 @@ def skinned_positions(theta: np.ndarray, model: dict, parents: tuple,
         else:
             absolutes.append(absolutes[parents[i]] @ relatives[i])
     transforms = np.matmul(np.stack(absolutes), model["inverse_base_absolutes"])
-    # Linear blend skinning, position r of vertex v: the sum over bones b and homogeneous
-    # coordinates c of T_b[r, c] W[b, v] base[c, v].  One evaluation blends the bones' 3x4
-    # transforms per vertex (weights_t.T is the (V, B) skinning matrix), then applies each
-    # vertex's blended transform to its position.  Many tangents (the Jacobian's 28) take
-    # one (3, 4B) x (4B, V) product of the transforms' rows with the weighted base
-    # positions, which do not depend on theta: (3, V) per tangent, not a (12, V) blend to
-    # reduce (hand8 jacobian 35 -> 19 ms; one evaluation, 0.4 -> 2.2 ms that way).
+    # Linear blend skinning: blend the bones' 3x4 transforms per vertex (weights_t.T is the
+    # (V, B) skinning matrix), then apply each vertex's blended transform to its position.
     bases = model["base_positions_t"]
     n_verts = bases.shape[1]
-    if tangents:
-        weighted = (model["weights_t"][:, None, :] * bases[None, :, :]).reshape(
-            4 * n_bones, n_verts)
-        positions = np.transpose(transforms[:, 0:3, :], (1, 0, 2)).reshape(
-            3, 4 * n_bones) @ weighted
-    else:
-        blended = transforms[:, 0:3, :].reshape(n_bones, 12).T @ model["weights_t"]
-        positions = np.sum(blended.reshape(3, 4, n_verts) * bases[None, :, :], axis=1)
+    blended = transforms[:, 0:3, :].reshape(n_bones, 12).T @ model["weights_t"]   # (12, V)
+    positions = np.sum(blended.reshape(3, 4, n_verts) * bases[None, :, :], axis=1)
     if is_mirrored:
         positions = positions * np.array([-1.0, 1.0, 1.0])[:, None]
     glob = angle_axis_to_rotation(pose[0]) * pose[1][None, :]
@@ -116,9 +104,9 @@ def skinned_positions(theta: np.ndarray, model: dict, parents: tuple,
 
 
 def objective(theta: np.ndarray, us: np.ndarray, model: dict, parents: tuple,
-              is_mirrored: bool, tangents: bool = False) -> np.ndarray:
+              is_mirrored: bool) -> np.ndarray:
     """Residuals (3 * npts,), point-major: data point minus corresponding model point."""
-    pos = skinned_positions(theta, model, parents, is_mirrored, tangents)
+    pos = skinned_positions(theta, model, parents, is_mirrored)
     if us.shape[0] == 0:
         hand = pos[:, model["correspondences"]]
     else:
@@ -133,7 +121,7 @@ def objective(theta: np.ndarray, us: np.ndarray, model: dict, parents: tuple,
 def _shifted(theta: np.ndarray, shift: np.ndarray, us: np.ndarray, model: dict,
              parents: tuple, is_mirrored: bool) -> np.ndarray:
     """The residuals with every point's (u0, u1) moved by the same ``shift``."""
-    return objective(theta, us + shift[None, :], model, parents, is_mirrored, True)
+    return objective(theta, us + shift[None, :], model, parents, is_mirrored)
 
 
 def jacobian(theta: np.ndarray, us: np.ndarray, model: dict, parents: tuple,
@@ -145,7 +133,7 @@ def jacobian(theta: np.ndarray, us: np.ndarray, model: dict, parents: tuple,
     forward pass (``pb.jacfwd``) with 2 + 26 tangents gives the whole Jacobian.
     """
     if us.shape[0] == 0:
-        return pb.jacfwd(objective, argnums=0)(theta, us, model, parents, is_mirrored, True)
+        return pb.jacfwd(objective, argnums=0)(theta, us, model, parents, is_mirrored)
     j_theta, j_shift = pb.jacfwd(_shifted, argnums=(0, 1))(
         theta, np.zeros(2), us, model, parents, is_mirrored)
     return np.concatenate((j_shift, j_theta), axis=1)
