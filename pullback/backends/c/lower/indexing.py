@@ -67,7 +67,9 @@ def _update_of(lw: Lowering, eqn: Eqn, one: bool = False) -> None:
     dies here and nothing else of ``eqn`` reads it, else a copy.  ``one``: the update
     is one element, read before it is written, so the buffer is taken even if loops
     elsewhere read it at other positions (``u[0]`` read by a slice, then ``u[i] = ...``
-    in a loop: no copy of ``u`` per element written)."""
+    in a loop: no copy of ``u`` per element written).  An operand that is one constant
+    everywhere (``np.empty``'s zeros, which several arrays of a shape share) is written
+    as the constant rather than read."""
     (out,) = eqn.outputs
     x, *others = eqn.inputs
     name = lw.vars.get(id(x)) if isinstance(x, Var) else None
@@ -76,7 +78,8 @@ def _update_of(lw: Lowering, eqn: Eqn, one: bool = False) -> None:
             lw.reuse(out, s.at, s.at, [name], shifted=one):
         return
     lw.define(out)
-    lw.flat_loop(out, lambda i: lw.elem(x, i))
+    fill = _filled(lw, x)
+    lw.flat_loop(out, lambda i: fill if fill is not None else lw.elem(x, i))
 
 
 def _filled(lw: Lowering, upd: Atom) -> Const | None:
