@@ -55,8 +55,9 @@ def test_fixed_scalars_of_another_value_or_type_compile_again(n):
 def test_two_fixed_scalars_and_two_globals():
     jitted = _fast(steps_offset, X, 2, 5)
     assert jitted._spec.fast.guard == (3, ((1, int, 2), (2, int, 5)))
-    for n, m in ((2, 5), (2, 6), (3, 5), (2, 5)):
+    for n, m in ((2, 5), (2, 6), (3, 5), (2, 5), (1, 5), (True, 5)):
         np.testing.assert_allclose(jitted(X, n, m), steps_offset(X, n, m), rtol=1e-12)
+    assert jitted._spec.fast.guard[1] == ((1, bool, True), (2, int, 5))  # True is not 1
 
 
 def test_a_deleted_global_raises_what_python_raises(monkeypatch):
@@ -66,3 +67,4 @@ def test_a_deleted_global_raises_what_python_raises(monkeypatch):
         jitted(X, 2, 5)
     monkeypatch.undo()
     np.testing.assert_allclose(jitted(X, 2, 5), steps_offset(X, 2, 5), rtol=1e-12)
+

@@ -90,10 +90,16 @@ def _picker(size: int, fixed: tuple, taken: Sequence[int]) -> Callable[[Sequence
             return None
         return pick_one
 
+    at = operator.itemgetter(*(j for j, _, _ in fixed))
+    types = tuple(t for _, t, _ in fixed)
+    values = tuple(v for _, _, v in fixed)
+
     def pick(leaves: Sequence) -> tuple | None:
-        if len(leaves) == size and all(type(leaves[j]) is t and leaves[j] == v
-                                       for j, t, v in fixed):
-            return take(leaves)
+        if len(leaves) == size:
+            now = at(leaves)
+            if tuple(map(type, now)) == types and now == values:  # types first: an
+                # array where an int was would compare elementwise
+                return take(leaves)
         return None
     return pick
 
