@@ -509,7 +509,7 @@ def first_read(stmts: list[Stmt], index: str) -> Expr | None:
         return x
     for s in walk(stmts):
         if isinstance(s, (Decl, Set)):
-            map_exprs(s, see)
+            each_expr(s, see)
             if found:
                 return found[0]
     return None
@@ -536,6 +536,19 @@ def map_exprs(node: T, f: Callable[[Expr], Expr]) -> T:
         rebuilt = cls(**{n: map_exprs(getattr(node, n), f) for n in _field_names(cls)})
         return f(rebuilt) if isinstance(rebuilt, Expr) else rebuilt
     return node
+
+
+def each_expr(node: object, f: Callable[[Expr], object]) -> None:
+    """Call ``f`` on each expression in ``node``, innermost first, as ``map_exprs``
+    visits them, rebuilding nothing (for passes that only look)."""
+    if isinstance(node, tuple):
+        for x in node:
+            each_expr(x, f)
+    elif isinstance(node, (Expr, Decl, Set)):
+        for name in _field_names(type(node)):
+            each_expr(getattr(node, name), f)
+        if isinstance(node, Expr):
+            f(node)
 
 
 def map_stmt(s: Stmt, f: Callable[[Expr], Expr]) -> Stmt:

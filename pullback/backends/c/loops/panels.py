@@ -23,7 +23,7 @@ from ..loops.ir import (
     Stmt,
     Sym,
     children,
-    map_exprs,
+    each_expr,
     map_stmt,
     walk,
 )
@@ -340,33 +340,17 @@ def _map_shallow(s: Stmt | Expr, f) -> None:
     """Apply ``f`` to the expressions of ``s`` itself (not of nested statements)."""
     for value in [s] if isinstance(s, Expr) else vars(s).values():
         if isinstance(value, (Expr, tuple)):
-            map_exprs(value, f)
+            each_expr(value, f)
 
 
 def _names_in(node: Stmt | Expr | None) -> set[str]:
     """The names an expression, or a statement without nested ones, reads or sets."""
     found: set[str] = set()
     if node is not None:
-        for value in [node] if isinstance(node, Expr) else vars(node).values():
-            if isinstance(value, (Expr, tuple)):
-                _add_syms(value, found)
+        _map_shallow(node, lambda e: isinstance(e, Sym) and found.add(e.name))
         found.update(v for k in ("name", "dest", "var")
                      if isinstance(v := getattr(node, k, None), str))
     return found
-
-
-def _add_syms(node: object, found: set[str]) -> None:
-    """Add the names of the ``Sym`` in ``node`` (what ``map_exprs`` visits) to ``found``,
-    rebuilding nothing: a transformer's step asked this 8,600 times, and visiting with
-    ``map_exprs`` (which rebuilds every expression) took most of the loop passes' time."""
-    if isinstance(node, Sym):
-        found.add(node.name)
-    elif isinstance(node, tuple):
-        for x in node:
-            _add_syms(x, found)
-    elif isinstance(node, (Expr, Decl, Set)):
-        for x in vars(node).values():
-            _add_syms(x, found)
 
 
 def _names(s: Stmt) -> set[str]:

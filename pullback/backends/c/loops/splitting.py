@@ -9,7 +9,20 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from ..loops.ir import Bin, Cond, Decl, Expr, Int, Loop, Set, Stmt, Sym, children, map_exprs
+from ..loops.ir import (
+    Bin,
+    Cond,
+    Decl,
+    Expr,
+    Int,
+    Loop,
+    Set,
+    Stmt,
+    Sym,
+    children,
+    each_expr,
+    map_exprs,
+)
 
 #: ``i op c`` is constant on each side of ``c`` plus this.
 _FLIPS = {"<": 0, ">=": 0, "<=": 1, ">": 1}
@@ -68,7 +81,7 @@ def _thresholds(body: list[Stmt], var: str) -> set[int]:
         return e
 
     for s in body:
-        map_exprs(s, note)
+        each_expr(s, note)
     return found
 
 
