@@ -38,12 +38,17 @@ def _times(pairs):
 
 @pytest.mark.parametrize(("pairs", "least"), [
     ({1024: (1.0, 3.0), 4096: (4.0, 3.0), 16384: (16.0, 9.0)}, 4096),
-    # a win at a short length below a loss does not count: every longer one must win
-    ({1024: (1.0, 0.5), 4096: (4.0, 4.5), 16384: (16.0, 9.0)}, 16384),
+    # a loss between wins counts by its size against theirs: the ladder's least time
+    ({1024: (1.0, 0.5), 4096: (4.0, 4.5), 16384: (16.0, 9.0)}, 1024),
+    ({1024: (1.0, 0.9), 4096: (4.0, 6.0), 16384: (16.0, 9.0)}, 16384),
+    # one slow parallel timing at a long length does not move it past every length
+    ({1024: (1.0, 3.0), 4096: (4.0, 3.0), 16384: (16.0, 9.0), 65536: (64.0, 70.0),
+      262144: (256.0, 140.0)}, 4096),
     ({1024: (1.0, 0.5), 4096: (4.0, 2.0)}, 1024),
     ({1024: (1.0, 3.0), 4096: (4.0, 3.9)}, 8192),  # within the margin: never
+    ({1024: (1.0, 3.0), 4096: (4.0, 4.0 * 0.95)}, 8192),  # a tie is the serial loop's
 ])
-def test_the_threshold_is_where_threads_win_from_then_on(pairs, least):
+def test_the_threshold_is_where_threads_make_the_least_time(pairs, least):
     assert tuning.choose_parallel(_times(pairs), PARALLEL_MIN) == least
 
 

@@ -21,9 +21,10 @@ GEMM (``gemm_choice``)
 Parallel loops (``parallel_min``)
     The length from which a loop runs on every thread: an elementwise loop, timed on one
     thread and on all of them (a parallel region per loop, as compiled kernels run) at
-    the lengths ``PARALLEL_SIZES``; the shortest from which threads win at every longer
-    length.  Measured per thread count and OpenMP wait setting (waking sleeping threads
-    costs microseconds); with one thread nothing is measured.
+    the lengths ``PARALLEL_SIZES``; the length from which threads make the least time
+    over the whole ladder (``ladder_log_time``).  Measured per thread count and OpenMP
+    wait setting (waking sleeping threads costs microseconds); with one thread nothing
+    is measured.
 
 A choice is taken only when it beats the default by ``MARGIN``: timings on a busy
 machine vary by a few percent.  ``python -m pullback.backends.c.build.tune`` measures
@@ -163,17 +164,29 @@ int main(void) {
 
 
 def choose_parallel(seconds: Mapping[int, Mapping[str, float]], fallback: int) -> int:
-    """The shortest length from which the parallel loop beats the serial one by MARGIN
-    at every longer length measured; twice the longest when it never does (``fallback``
-    when nothing was measured)."""
+    """The length from which loops run on threads: the first past the ladder's split
+    between serial and parallel loops (``ladder_log_time``, the parallel loop made slower
+    by MARGIN); twice the longest where serial loops win throughout (``fallback`` when
+    nothing was measured).  With "threads win at every longer length" instead, one slow
+    parallel timing at a long length set it: 32768 to 2097152 between caches on a busy
+    AMD EPYC, on either side of an LSTM step's 32768-element gate loop."""
     if not seconds:
         return fallback
-    least = 2 * max(seconds)
-    for n in sorted(seconds, reverse=True):
-        if seconds[n]["parallel"] >= (1 - MARGIN) * seconds[n]["serial"]:
-            break
-        least = n
-    return least
+    lengths = sorted(seconds)
+    last_serial = min([*reversed(lengths), 0],  # a tie is the serial loop's
+                      key=lambda n: ladder_log_time(seconds, n, "serial", "parallel",
+                                                    "parallel"))
+    return next((n for n in lengths if n > last_serial), 2 * lengths[-1])
+
+
+def ladder_log_time(seconds: Mapping[int, Mapping[str, float]], split: int, low: str,
+                    high: str, handicapped: str) -> float:
+    """The log of the ladder's time (the product of the times: each length counts alike)
+    where lengths up to ``split`` take ``low``'s times and longer ones ``high``'s,
+    ``handicapped``'s made longer by MARGIN: one bad timing moves the best split only
+    where it outweighs all the others."""
+    return sum(math.log(seconds[n][who] / (1 - MARGIN if who == handicapped else 1))
+               for n in seconds for who in [low if n <= split else high])
 
 
 def parallel_min(argv: Sequence[str], flags: Sequence[str], cpu_id: str, threads: int,
@@ -290,13 +303,10 @@ def choose_crossover(seconds: Mapping[int, Mapping[str, float]], default: int) -
     between runs on a busy machine (float64, AMD EPYC, 2 cores).  It replaces ``default``
     only where that makes the ladder's time less by MARGIN: in a slow spell of the
     machine the kernel ran 40% slower, BLAS 10%, for seconds on end."""
-    works = sorted(seconds)
-
     def log_time(most: int) -> float:
-        return sum(math.log(seconds[w]["inline"] / (1 - MARGIN) if w <= most
-                            else seconds[w]["blas"]) for w in works)
+        return ladder_log_time(seconds, most, "inline", "blas", "inline")
 
-    best = min(works, key=log_time)
+    best = min(sorted(seconds), key=log_time)
     return best if log_time(best) < log_time(default) + math.log(1 - MARGIN) else default
 
 
