@@ -14,7 +14,8 @@ import pytest
 
 import pullback as pb
 from pullback.backends import c
-from pullback.backends.c.build import compiler, libraries, tuning
+from pullback.backends.c.build import compiler, crossover, libraries, tuning
+from pullback.backends.c.call import index
 from pullback.backends.c.loops.ir import Gemm, walk
 from pullback.backends.c.lower import products
 from pullback.ir.types import float32
@@ -29,7 +30,7 @@ def measuring(tmp_path, monkeypatch):
     """Lowering by the measured crossover, from a fresh cache, in a fresh process state."""
     monkeypatch.setenv("PULLBACK_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setattr(products, "measured_crossover", MEASURED)
-    monkeypatch.setattr(products, "_measured", {})
+    monkeypatch.setattr(crossover, "_measured", {})
     monkeypatch.setattr(tuning, "_later", {})
 
 
@@ -206,3 +207,20 @@ def test_modules_build_with_the_vector_width_measured_on_an_avx512_cpu(tmp_path,
     with pytest.raises(RuntimeError, match="compiled"):
         compiler.build_module("int y;", "pb_width_test")
     assert tuning.VECTOR_FLAG in commands[1] and len(widths) == 1
+
+
+@needs_cc
+def test_a_module_lowered_before_the_measurement_is_not_reused_after_it(measuring, monkeypatch):
+    """The call index keys a module by the crossovers cached so far: the module a first
+    process lowered by the defaults while the race ran is not what a later process,
+    which finds the race's answer, loads (asking the key starts no race)."""
+    monkeypatch.setattr(tuning, "measure_crossover", pytest.fail)
+    before = index._settings()
+    assert not tuning._later
+    race, runs = _forced(1 << 14)
+    monkeypatch.setattr(tuning, "measure_crossover", race)
+    assert products.measured_crossover(float32) == {}
+    tuning.wait_later()
+    monkeypatch.setattr(crossover, "_measured", {})  # a later process
+    after = index._settings()
+    assert after != before and after[-1][0]["direct"] == 1 << 14

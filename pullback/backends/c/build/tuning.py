@@ -362,16 +362,22 @@ _later: dict[str, threading.Thread] = {}
 _later_lock = threading.Lock()
 
 
+def cached(what: str, key: Sequence[object]) -> dict | None:
+    """The record of a measurement where one was cached, else None (nothing started)."""
+    found = cache.existing(cache.key("tuning", what, *key), f"tuning-{what}.json")
+    return None if found is None else json.loads(cache.payload(found))
+
+
 def measured_later(what: str, key: Sequence[object], measure: Callable[[], dict]
                    ) -> dict | None:
     """The record of a measurement (as ``measured``) where one was cached, else None,
     the measurement started (once per process) on a thread of its own: the caller goes
     on with its default and does not wait.  A measurement that fails (no compiler, a
     library that does not build) leaves the default."""
-    entry = cache.key("tuning", what, *key)
-    found = cache.existing(entry, f"tuning-{what}.json")
+    found = cached(what, key)
     if found is not None:
-        return json.loads(cache.payload(found))
+        return found
+    entry = cache.key("tuning", what, *key)
     with _later_lock:
         if entry not in _later:
             _later[entry] = threading.Thread(target=_measure_quietly, args=(what, key, measure),

@@ -45,7 +45,7 @@ from ....errors import Loc
 from ....ir.core import Block, Func, Module
 from ....ir.printer import format_module
 from ....ir.types import DType, StackType, TensorType
-from ..build import cache, compiler, libraries, threads, tuning
+from ..build import cache, compiler, crossover, libraries, threads, tuning
 from .compiled import Compiled, Printed, Site
 
 NAME = "index.json"
@@ -83,13 +83,14 @@ def _settings() -> list:
     """What of the environment changes a module's code or build (read on each compile,
     as the build reads it): the compiler is named by its file's size and date; the
     threads a parallel loop runs on pick the loop length measured worth them
-    (``threads.parallel_min``, measured once per machine and cached)."""
+    (``threads.parallel_min``, measured once per machine and cached); the products'
+    inline/BLAS crossover, once measured."""
     words = shlex.split(config.compiler())
     program = shutil.which(words[0]) if words else None
     info = os.stat(program) if program else None
     return [config.columns(), words, program, info and [info.st_size, info.st_mtime_ns],
             config.cflags(), tuning.cpu_id(), threads.team_size(), numpy.__version__,
-            sys.version, importlib.machinery.EXTENSION_SUFFIXES]
+            sys.version, importlib.machinery.EXTENSION_SUFFIXES, crossover.cached()]
 
 
 @functools.cache

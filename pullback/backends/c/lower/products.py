@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from ....ir.core import Atom, Eqn
 from ....ir.types import DType
-from ..build import compiler, libraries, tuning
+from ..build import crossover, tuning
 from ..loops.ir import (
     Bin,
     Cast,
@@ -76,42 +76,10 @@ def runs_on_blas(dt: DType, kind: str, work: int) -> bool:
     return work > measured_crossover(dt).get(kind, GEMM_INLINE_MAX_WORK[kind])
 
 
-#: The crossovers found measured, by dtype name, for the rest of the process.
-_measured: dict[str, Mapping[str, int]] = {}
-
-
 def measured_crossover(dt: DType) -> Mapping[str, int]:
     """The most work each kind of product of ``dt`` runs inline on this machine, as
-    measured (once per compiler, flags, kernels, OpenBLAS and CPU); empty until then,
-    the measurement started (``tuning.measured_later``)."""
-    found = _measured.get(dt.name)
-    if found is None:
-        try:
-            record = _measurement(dt)
-        except compiler.BuildError:  # no compiler or no OpenBLAS: nothing to race
-            return {}
-        if record is None:
-            return {}
-        found = _measured[dt.name] = record["choice"]
-    return found
-
-
-def _measurement(dt: DType) -> dict | None:
-    argv, version = compiler._found()
-    name = f"pbkernels_{dt.name}"
-    source = libraries.LIBRARIES[name][0]
-    cflags = compiler._cflags()
-    openblas = compiler.openblas_library()
-    key = [list(argv), version, cflags, source, libraries.HEADERS["kernels.h"], str(openblas),
-           tuning.cpu_id(), tuning.CROSSOVER_LADDERS, tuning.CROSSOVER_DEFAULTS]
-
-    def measure() -> dict:  # the kernels' library, built or joining a module's build of it
-        (kernels,) = compiler._start([compiler._library(argv, version, tuple(cflags), name,
-                                                        source, dict(libraries.HEADERS))])
-        return tuning.measure_crossover(kernels.result(), openblas, compiler.BLAS_PREFIX,
-                                        dt.name)
-
-    return tuning.measured_later("crossover", key, measure)
+    measured; empty until then, the measurement started (``build/crossover.py``)."""
+    return crossover.measured(dt.name)
 
 
 #: dtypes the inline kernel computes; floats beyond its sizes go to BLAS.
