@@ -11,9 +11,9 @@ Compile times: pullback's tool reports each evaluation's first (compiling) call 
 timing of its own named ``compile``; GradBench's JAX tool reports none, its first timed
 run includes the compilation, so JAX's compile is that first run less the median of the
 runs (read from the intermediary's ``EVAL_TOOL.jsonl`` log beside the summary).
-pullback's is its ``compile`` timings plus the same excess of its first runs (what a
-native build finishing after the first call cost them, in logs of tools that did not wait
-for it).
+pullback's is its ``compile`` timings, each less one run (the compiling call also ran
+the function once), plus the same excess of its first runs (what a native build
+finishing after the first call cost them, in logs of tools that did not wait for it).
 """
 
 from __future__ import annotations
@@ -114,13 +114,20 @@ def overview(runs: dict[str, dict[str, dict]]) -> list[str]:
         cells += [_geomean(_logs(ours, _rows(tools[p]), ours)) if p in tools else "-"
                   for p in peers]
         cells.append(_geomean(_fastest_logs(tools, peers, ours)))
-        compile_ms = (sum(r.get("other_ms", {}).get("compile", 0.0) for r in ours.values())
+        compile_ms = (sum(_compile_ms(r) for r in ours.values())
                       + tools["pullback"].get("first_run_compile_ms", 0.0))
         cells.append(f"{compile_ms / 1000:.1f}")
         jax_ms = tools.get("jax", {}).get("first_run_compile_ms")
         cells.append("-" if jax_ms is None else f"{jax_ms / 1000:.1f}")
         out.append("| " + " | ".join(cells) + " |")
     return out
+
+
+def _compile_ms(row: dict) -> float:
+    """An evaluation's compiling first call less one run (its median), as JAX's first
+    run is counted less its median: what compiling added."""
+    first = row.get("other_ms", {}).get("compile", 0.0)
+    return max(0.0, first - (row["median_ms"] or 0.0)) if first else 0.0
 
 
 def per_function(runs: dict[str, dict[str, dict]]) -> list[str]:

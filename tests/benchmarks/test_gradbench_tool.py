@@ -410,3 +410,13 @@ def test_jax_compile_is_its_first_runs_excess(tmp_path):
     log = tmp_path / "lse_jax.jsonl"
     log.write_text("\n".join(json.dumps(x) for x in lines))
     assert summarize.first_run_excess(log) == pytest.approx(7.5)
+
+
+def test_pullback_compile_is_its_first_call_less_one_run():
+    """The compiling first call also ran the function once: that run is not compile
+    time (JAX's first run is counted less its median the same way)."""
+    from benchmarks.gradbench import summarize
+
+    assert summarize._compile_ms({"median_ms": 40.0, "other_ms": {"compile": 100.0}}) == 60.0
+    assert summarize._compile_ms({"median_ms": 40.0, "other_ms": {"compile": 30.0}}) == 0.0
+    assert summarize._compile_ms({"median_ms": 40.0}) == 0.0
