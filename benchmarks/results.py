@@ -1,7 +1,8 @@
 """``benchmarks/RESULTS.md``: one section per command that writes it (the workloads of
 ``python -m benchmarks``, the training steps of ``python -m benchmarks --only
-train_cnn,train_lm --section training``, the evals of ``python -m benchmarks.gradbench``),
-each rewritten by its own command and kept by the others."""
+train_cnn,train_lm --section training``, the evals of ``python -m benchmarks.gradbench``,
+and ``machines``, runs on other machines written in by hand from their logs), each
+rewritten by its own command and kept by the others."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import re
 from pathlib import Path
 
 PATH = Path(__file__).resolve().with_name("RESULTS.md")
-ORDER = ("workloads", "training", "gradbench")
+ORDER = ("workloads", "training", "gradbench", "machines")
 
 
 def write_section(name: str, text: str, path: Path = PATH) -> None:
