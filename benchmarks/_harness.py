@@ -530,9 +530,13 @@ def _warm_pullback() -> None:
 
     # what every first compile on a machine pays once: the compiler probes, the loop
     # length from which loops run on threads (measured on this run's cores), the runtime
-    # libraries (the glue, and the small and packed products that modules link)
+    # libraries (the glue, and the small and packed products that modules link), the
+    # products' crossover (raced in the background, waited for here)
     for n in (4, 128):
         pb.jit(pb.grad(lambda v: (v @ v.T).sum()), backend="c")(np.ones((n, n)))
+    for dtype in (np.float32, np.float64):  # the inline-kernel/OpenBLAS crossover's race
+        pb.jit(lambda a, b: a @ b, backend="c")(np.ones((16, 64), dtype),
+                                                np.ones((64, 64), dtype))
     _finish_builds()  # builds a first call left running in the background (tiered)
     note(f"pullback from {os.path.dirname(pb.__file__)}")
 
