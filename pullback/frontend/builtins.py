@@ -74,6 +74,8 @@ def _range(st: Staging, *args) -> Any:
         if isinstance(a, Ref) and not a.type.dtype.is_int and not a.type.dtype.is_bool:
             raise TypeError(f"'{a.type.dtype.name}' object cannot be interpreted as an "
                             "integer")
+        if isinstance(a, Ref) and a.type.shape:  # NumPy's __index__ of a sized array
+            raise TypeError("only integer scalar arrays can be converted to a scalar index")
     lo, hi, step = (0, args[0], 1) if len(args) == 1 else (*args, 1)[:3]
     static = [concrete(a) for a in (lo, hi, step)]
     if all(s is not None for s in static):

@@ -147,6 +147,21 @@ def test_reduce_of_an_empty_sequence_raises_what_python_raises():
         pb.jit(lambda x: functools.reduce(operator.add, x[:0]))(X)
 
 
+def _doublings(x, n):
+    for _ in range(n):
+        x = x * 2.0
+    return x
+
+
+@pytest.mark.parametrize("n", [np.array([1, 2]), np.array([[3]]), 2.5])
+def test_range_of_a_non_integer_raises_what_python_raises(n):
+    with pytest.raises(TypeError) as plain:
+        _doublings(X, n)
+    with pytest.raises(TypeError) as staged:
+        pb.jit(_doublings)(X, n)
+    assert str(staged.value).split("'")[0] == str(plain.value).split("'")[0]
+
+
 def chosen_at_run_time(x):
     y = (_double if x[0] < 0 else _shift)(x)  # a conditional expression as the callee
     f = np.sin if x[1] > 0 else np.cos
