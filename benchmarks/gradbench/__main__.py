@@ -4,10 +4,11 @@
 
 For each eval, runs the eval process against pullback's tool and, where GradBench has
 them, the ``manual`` (hand-written C++, built with ``make -C cpp && make -C
-tools/manual``), ``jax`` and ``pytorch`` tools, one after the other, single-threaded,
-through the intermediary ``../shared/gradbench/run.py``; then writes the tables of
-``summarize.py`` (validity, ratios to each tool and to the fastest) into the GradBench
-section of ``benchmarks/RESULTS.md``.
+tools/manual``), ``jax`` and ``pytorch`` tools, one after the other, single-threaded and
+without the caller's choice of BLAS kernels (``_harness.NOT_PASSED``), through the
+intermediary ``../shared/gradbench/run.py``; then writes the tables of ``summarize.py``
+(validity, ratios to each tool and to the fastest) into the GradBench section of
+``benchmarks/RESULTS.md``.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import tempfile
 from pathlib import Path
 
 from .. import results
+from .._harness import NOT_PASSED
 from . import summarize
 from .tool import EVALS
 
@@ -68,7 +70,8 @@ def run_one(name: str, tool: str, gradbench: Path, logdir: Path, eval_args: str,
            "--tool", tool_command(tool), "--total-timeout", str(timeout),
            "--log", str(logdir / f"{name}_{tool}.jsonl"),
            "--summary-json", str(logdir / f"{name}_{tool}.json")]
-    return subprocess.call(cmd, cwd=gradbench, env=os.environ | SINGLE | (env or {}))
+    inherited = {k: v for k, v in os.environ.items() if k not in NOT_PASSED}
+    return subprocess.call(cmd, cwd=gradbench, env=inherited | SINGLE | (env or {}))
 
 
 def main() -> None:
