@@ -4,12 +4,15 @@
  *
  * They run by the classic blocked algorithm: a block of A (PB_MC rows, PB_KC columns)
  * is packed into panels of PB_MR rows, a block of B (PB_KC rows, PB_NC columns) into
- * panels two vectors wide (unless its rows are B's own, which are read where they lie),
- * both zero-padded; a register tile of PB_MR rows by two vectors (24 of the 32 vector
- * registers AVX-512 has) accumulates each pair of panels' product over the block's
- * depth, each A element broadcast against a row of the B panel.  Threads share the B
- * panels of a block.  The packing buffers are kept per thread; the products return
- * nonzero when those cannot be allocated. */
+ * panels two vectors wide (unless its rows are B's own and fewer than two blocks of A
+ * read them: then they are read where they lie), both zero-padded; a register tile of a panel's rows (up to PB_MR) by two vectors (24
+ * of the 32 vector registers AVX-512 has) accumulates each pair of panels' product over
+ * the block's depth, each A element broadcast against a row of the B panel.  A tile has
+ * its panel's rows rounded up to a multiple of 4 (32 rows: tiles of 12, 12 and 8, not a
+ * third tile of 12 with 4 rows of zeros).  Where B is one panel wide, so that each A
+ * element is read once, A's panels of 4, 8 or 12 rows are read where they lie rather
+ * than packed.  Threads share the B panels of a block.  The packing buffers are kept per
+ * thread; the products return nonzero when those cannot be allocated. */
 
 #include "kernels.h"
 
@@ -67,23 +70,26 @@ static void *pb_scratch(void **slot, size_t *have, size_t n) {
         _Pragma("GCC unroll 16")                                                          \
         for (int p = 0; p < L; p++) memcpy(dst + p * ldd, &r[p], PB_VEC_BYTES);           \
     }                                                                                     \
+    /* A tile of R rows (a constant: 4, 8 or 12) by two vectors: element r of the A     \
+     * panel's column p at ap[p * as + r * rs] (packed: as PB_MR, rs 1) */                \
     static inline __attribute__((always_inline)) void pb_micro_##S(                       \
-            int64_t kc, const T *ap, const T *bp, int64_t bs, T alpha, const T *cin,      \
-            T *c, int64_t ldc, int64_t rows, int64_t cols) {                              \
+            const int R, int64_t kc, const T *ap, int64_t as, int64_t rs, const T *bp,    \
+            int64_t bs, T alpha, const T *cin, T *c, int64_t ldc, int64_t rows,           \
+            int64_t cols) {                                                               \
         pb_vec_##S t[PB_MR][2] = {{{0}}};                                                 \
         for (int64_t p = 0; p < kc; p++) {                                                \
             const pb_vec_##S b0 = ((const pb_vec_##S *)(bp + p * bs))[0];                 \
             const pb_vec_##S b1 = ((const pb_vec_##S *)(bp + p * bs))[1];                 \
             _Pragma("GCC unroll 12")                                                      \
-            for (int r = 0; r < PB_MR; r++) {                                             \
-                const T a = ap[p * PB_MR + r];                                            \
+            for (int r = 0; r < R; r++) {                                                 \
+                const T a = ap[p * as + r * rs];                                          \
                 t[r][0] += a * b0;                                                        \
                 t[r][1] += a * b1;                                                        \
             }                                                                             \
         }                                                                                 \
-        if (rows == PB_MR && cols == PB_NR_##S) {                                         \
+        if (rows == R && cols == PB_NR_##S) {                                             \
             _Pragma("GCC unroll 12")                                                      \
-            for (int r = 0; r < PB_MR; r++) {                                             \
+            for (int r = 0; r < R; r++) {                                                 \
                 pb_vec_##S *cp = (pb_vec_##S *)(c + r * ldc), s0 = {0}, s1 = {0};         \
                 if (cin) { /* read before the store: Cin may be C */                      \
                     s0 = ((const pb_vec_##S *)(cin + r * ldc))[0];                        \
@@ -100,12 +106,31 @@ static void *pb_scratch(void **slot, size_t *have, size_t n) {
                 c[r * ldc + j] = cin ? cin[r * ldc + j] + alpha * tr[j] : alpha * tr[j];  \
         }                                                                                 \
     }                                                                                     \
+    /* The tile of a panel of `rows` rows: as many rows, rounded up to a multiple of 4    \
+     * (a packed panel's rows past the matrix are zeros; a panel read in place has 4, 8   \
+     * or 12 rows) */                                                                     \
+    static inline __attribute__((always_inline)) void pb_tile_##S(                        \
+            int64_t kc, const T *ap, int64_t as, int64_t rs, const T *bp, int64_t bs,     \
+            T alpha, const T *cin, T *c, int64_t ldc, int64_t rows, int64_t cols) {       \
+        if (rows > 8)                                                                     \
+            pb_micro_##S(12, kc, ap, as, rs, bp, bs, alpha, cin, c, ldc, rows, cols);     \
+        else if (rows > 4)                                                                \
+            pb_micro_##S(8, kc, ap, as, rs, bp, bs, alpha, cin, c, ldc, rows, cols);      \
+        else                                                                              \
+            pb_micro_##S(4, kc, ap, as, rs, bp, bs, alpha, cin, c, ldc, rows, cols);      \
+    }                                                                                     \
     static int pb_gemm_blocked_##S(int64_t m, int64_t n, int64_t k, T alpha, const T *a,  \
                                    int ta, const T *b, int tb, const T *cin, T *c) {      \
         enum { NR = PB_NR_##S };                                                          \
         static _Thread_local void *a_buf, *b_buf;                                         \
         static _Thread_local size_t a_have, b_have;                                       \
         const int64_t ars = ta ? 1 : k, acs = ta ? m : 1, brs = tb ? 1 : n, bcs = tb ? k : 1; \
+        /* one panel of B: each A element meets it once, where it lies */                 \
+        const int a_in_place = n <= NR;                                                   \
+        /* B's whole panels of rows read where they lie, unless two blocks of A or more    \
+         * read each: packed, they are contiguous in cache for every block (256 x 1024 x   \
+         * 2048, A transposed: 6.3 -> 5.8 ms; the 128-row products as fast either way) */  \
+        const int b_in_place = bcs == 1 && m < 2 * PB_MC;                                 \
         T *const abuf = (T *)pb_scratch(&a_buf, &a_have, 2 * PB_MC * PB_KC * sizeof(T));  \
         T *const bp = (T *)pb_scratch(&b_buf, &b_have, (PB_NC + NR) * PB_KC * sizeof(T)); \
         if (!abuf || !bp) return 1;                                                       \
@@ -120,7 +145,7 @@ static void *pb_scratch(void **slot, size_t *have, size_t n) {
                 for (int64_t jp = 0; jp < nc; jp += NR) {                                 \
                     T *panel = bp + jp * kc;                                              \
                     const int64_t w = nc - jp < NR ? nc - jp : NR;                        \
-                    if (bcs == 1 && w == NR) continue; /* whole rows: read in place */    \
+                    if (b_in_place && w == NR) continue; /* whole rows: read in place */ \
                     if (bcs == 1) /* read along B's rows, whichever way they run */       \
                         for (int64_t p = 0; p < kc; p++)                                  \
                             for (int64_t j = 0; j < NR; j++)                              \
@@ -146,6 +171,7 @@ static void *pb_scratch(void **slot, size_t *have, size_t n) {
                         T *panel = ap + ip * kc;                                          \
                         const int64_t h = mc - ip < PB_MR ? mc - ip : PB_MR;              \
                         const T *src = a + (ic + ip) * ars + pc * acs;                    \
+                        if (a_in_place && h % 4 == 0) continue;                           \
                         if (ars == 1)                                                     \
                             for (int64_t p = 0; p < kc; p++)                              \
                                 for (int64_t r = 0; r < PB_MR; r++)                       \
@@ -155,16 +181,23 @@ static void *pb_scratch(void **slot, size_t *have, size_t n) {
                                 for (int64_t p = 0; p < kc; p++)                          \
                                     panel[p * PB_MR + r] = r < h ? src[r * ars + p] : 0;  \
                     }                                                                     \
-                    _Pragma("omp for schedule(static) nowait")                            \
+                    /* every pair of panels, so that a block of a few B panels (the       \
+                     * transpose of a product of few rows) still has work for each thread */ \
+                    _Pragma("omp for schedule(static) collapse(2) nowait")                \
                     for (int64_t jp = 0; jp < nc; jp += NR) {                             \
-                        const int in_place = bcs == 1 && nc - jp >= NR;                   \
-                        const T *panel = in_place ? b + pc * brs + jc + jp : bp + jp * kc; \
                         for (int64_t ip = 0; ip < mc; ip += PB_MR) {                      \
-                            const int64_t at = (ic + ip) * n + jc + jp;                   \
-                            pb_micro_##S(kc, ap + ip * kc, panel, in_place ? brs : NR,    \
-                                         alpha, src0 ? src0 + at : NULL, c + at, n,       \
-                                         mc - ip < PB_MR ? mc - ip : PB_MR,               \
-                                         nc - jp < NR ? nc - jp : NR);                    \
+                            const int in_place = b_in_place && nc - jp >= NR;             \
+                            const T *panel = in_place ? b + pc * brs + jc + jp : bp + jp * kc; \
+                            const int64_t at = (ic + ip) * n + jc + jp, bs = in_place ? brs : NR; \
+                            const int64_t h = mc - ip < PB_MR ? mc - ip : PB_MR;          \
+                            const int64_t w = nc - jp < NR ? nc - jp : NR;                \
+                            const T *add = src0 ? src0 + at : NULL;                       \
+                            if (a_in_place && h % 4 == 0)                                 \
+                                pb_tile_##S(kc, a + (ic + ip) * ars + pc * acs, acs, ars, \
+                                            panel, bs, alpha, add, c + at, n, h, w);      \
+                            else                                                          \
+                                pb_tile_##S(kc, ap + ip * kc, PB_MR, 1, panel, bs, alpha, \
+                                            add, c + at, n, h, w);                        \
                         }                                                                 \
                     }                                                                     \
                 }                                                                         \
@@ -172,20 +205,31 @@ static void *pb_scratch(void **slot, size_t *have, size_t n) {
         }                                                                                 \
         return 0;                                                                         \
     }                                                                                     \
-    /* A C narrower than half a register tile (a classifier's ten outputs) as its         \
-     * transpose, op(B)' op(A)', whose rows run along C's columns: the tile's rows are    \
-     * then what is wasted, not most of its columns */                                    \
+    /* C as its transpose, op(B)' op(A)', whose rows run along C's columns, where that    \
+     * packs less or wastes less of the tiles: a C narrower than half a register tile (a  \
+     * classifier's ten outputs; the tile's rows are then what is wasted, not most of its \
+     * columns), and a C of at most one tile's width of rows times a transposed B (dz W'  \
+     * of a recurrent layer's step: W's rows are read where they lie, only dz is packed,  \
+     * rather than W transposed into panels every step; 32 x 256 x 1024: 138 -> 89 us).  \
+     * C' starts from Cin', so each element is the sum the plain product makes */        \
     int pb_gemm_packed_##S(int64_t m, int64_t n, int64_t k, T alpha, const T *a, int ta,  \
                            const T *b, int tb, const T *cin, T *c) {                      \
         static _Thread_local void *t_buf;                                                 \
         static _Thread_local size_t t_have;                                               \
-        if (n == 0 || 2 * n > PB_NR_##S || m < PB_NR_##S)                                 \
+        enum { NR = PB_NR_##S };                                                          \
+        const int narrow = n > 0 && 2 * n <= NR && m >= NR;                              \
+        const int few_rows = tb && 2 * m > NR && m <= NR && n > NR;                       \
+        if (!narrow && !few_rows)                                                         \
             return pb_gemm_blocked_##S(m, n, k, alpha, a, ta, b, tb, cin, c);             \
         T *const ct = (T *)pb_scratch(&t_buf, &t_have, (size_t)(m * n) * sizeof(T));      \
-        if (!ct || pb_gemm_blocked_##S(n, m, k, alpha, b, !tb, a, !ta, NULL, ct)) return 1; \
+        if (!ct) return 1;                                                                \
+        if (cin)                                                                          \
+            for (int64_t i = 0; i < m; i++)                                               \
+                for (int64_t j = 0; j < n; j++) ct[j * m + i] = cin[i * n + j];           \
+        if (pb_gemm_blocked_##S(n, m, k, alpha, b, !tb, a, !ta, cin ? ct : NULL, ct))     \
+            return 1;                                                                     \
         for (int64_t i = 0; i < m; i++)                                                   \
-            for (int64_t j = 0; j < n; j++)                                               \
-                c[i * n + j] = (cin ? cin[i * n + j] : 0) + ct[j * m + i];                \
+            for (int64_t j = 0; j < n; j++) c[i * n + j] = ct[j * m + i];                 \
         return 0;                                                                         \
     }
 
