@@ -360,6 +360,23 @@ class Gemm(Stmt):
     addend: Expr | None = None
 
 
+#: A product of at most SHALLOW_ROWS rows times a transposed B, at most SHALLOW_DEPTH
+#: deep, runs on the inline kernel whatever its work: the library kernels' tiles are wider
+#: than its rows (the packed kernels compute it as its transpose and transpose that back
+#: element by element, which costs more than the product at this depth).  float64 on one
+#: thread, AMD EPYC Zen 5 (AVX-512), inline / packed / OpenBLAS: 10x1000x8 5.8 / 11.9 /
+#: 6.6 us, 10x1000x16 9.6 / 13.7 / 11.7, 10x10000x8 54 / 105 / 62, 10x10000x16 96 / 135;
+#: from depth 32 the packed kernels are as fast or faster (12x1000x32 20.3 / 18.6,
+#: 10x1000x64 40 / 27).
+SHALLOW_ROWS = 16
+SHALLOW_DEPTH = 16
+
+
+def shallow_product(m: int, k: int, trans_b: bool) -> bool:
+    """Whether an ``m x k`` by transposed ``k x n`` product runs inline (SHALLOW_ROWS)."""
+    return trans_b and m <= SHALLOW_ROWS and 0 < k <= SHALLOW_DEPTH
+
+
 @dataclass(eq=False)
 class Runtime(Stmt):
     """A call of a runtime routine.  ``fault``: it returns nonzero on failure, which

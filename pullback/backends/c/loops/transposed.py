@@ -7,7 +7,9 @@ by ``n``, and gcc vectorises a loop reading a group of ``n`` strided elements on
 ``n`` is a power of two (or 3): with ten centroids the whole fused kernel runs scalar.
 Computed as its transpose ``cᵀ = op(b)ᵀ op(a)ᵀ`` (the same product, with the operands
 swapped and their transposition flipped), each column is a contiguous row ``cᵀ[j * m +
-i]``, and the readers' loops vectorise.
+i]``, and the readers' loops vectorise.  Where that makes a shallow product of few rows
+times a transposed B (``ir.shallow_product``: ten centroids by the points), it runs on the
+inline kernel, as the lowering runs such products.
 """
 
 from __future__ import annotations
@@ -15,7 +17,21 @@ from __future__ import annotations
 import functools
 from dataclasses import fields, replace
 
-from .ir import Alloc, Bin, Expr, Free, Gemm, Int, Load, Set, Stmt, Sym, children, map_stmt
+from .ir import (
+    Alloc,
+    Bin,
+    Expr,
+    Free,
+    Gemm,
+    Int,
+    Load,
+    Set,
+    Stmt,
+    Sym,
+    children,
+    map_stmt,
+    shallow_product,
+)
 
 
 def transpose_products(stmts: list[Stmt]) -> list[Stmt]:
@@ -29,7 +45,8 @@ def transpose_products(stmts: list[Stmt]) -> list[Stmt]:
         assert isinstance(s, Gemm) and isinstance(s.c, Sym)
         name, m, n = s.c.name, s.m, s.n
         stmts[g] = replace(s, m=n, n=m, a=s.b, trans_a=not s.trans_b, b=s.a,
-                           trans_b=not s.trans_a)
+                           trans_b=not s.trans_a,
+                           blas=s.blas and not shallow_product(n, s.k, not s.trans_a))
 
         def renumber(e: Expr, name=name, m=m, n=n) -> Expr:
             if isinstance(e, Load) and isinstance(e.ptr, Sym) and e.ptr.name == name:

@@ -34,6 +34,7 @@ from ..loops.ir import (
     ctype,
     element_at,
     linear,
+    shallow_product,
 )
 from ..plan.fusion import as_gemm, eqn_axes, through_transpose
 from .handlers import handles
@@ -174,6 +175,6 @@ def _gemm(lw: Lowering, eqn: Eqn, a: Atom, b: Atom, batch: int, m: int, n: int, 
         else:
             lw.define(out)
             c = lw.buf(out)
-    blas = dt.is_float and k > 0 and \
+    blas = dt.is_float and k > 0 and not shallow_product(m, k, trans_b) and \
         runs_on_blas(dt, product_kind(dt, m, n, trans_b), m * n * k)
     lw.add(Gemm(dt, batch, m, n, k, x, trans_a, y, trans_b, c, blas, alpha, addend))
