@@ -287,7 +287,9 @@ def _lstm_bwd(res: Any, ct: Any) -> tuple[Any, Any, Any, Any]:
                              dc * i * (1 - g * g), dh * tc * o * (1 - o)], axis=-1)
         dzs[:, t] = dz
         dc = dc * f
-        dh = dz @ w_hh.T
+        # dz @ w_hh.T as one contraction of both operands' last axes: no transpose of
+        # w_hh for the loop to read (a compiled loop would copy it out first)
+        dh = np.tensordot(dz, w_hh, axes=(-1, -1))
     dw = hs.reshape(batch * steps, n).T @ dzs.reshape(batch * steps, 4 * n)
     return tuple(_cotangent(d, x) for d, x in ((dzs, xw), (dh, h0), (dc, c0), (dw, w_hh)))
 
