@@ -1,10 +1,10 @@
 """The runtime's packed products (runtime/packed.c) called as modules call them: a
-panel's tile has its rows rounded up to a multiple of 4, A's panels are read in place
-where C has one panel of columns, B's rows are packed under two blocks of A or more (else
-read in place), and a C of few rows times a transposed B is computed as its transpose.
-Each path sums every element as the plain blocked algorithm does, so the results equal,
-to the bit, those of a product that takes the plain path (more rows or columns, whose
-extra ones are cut off), and NumPy's in float64 within rounding."""
+panel's tile has its rows rounded up to a multiple of 4, A's panels of 4, 8 or 12 rows
+are read in place (a last one of another height packed), B's rows are packed under two
+blocks of A or more (else read in place), and a C of few rows times a transposed B is
+computed as its transpose.  Each path sums every element as the plain blocked algorithm
+does, so the results equal, to the bit, those of a product that takes another path (more
+rows or columns, whose extra ones are cut off), and NumPy's in float64 within rounding."""
 
 from __future__ import annotations
 
@@ -72,21 +72,22 @@ def test_a_short_last_panel_sums_as_a_whole_one(dtype, m, ta):
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("m", [302, 37])
+@pytest.mark.parametrize("n", ["one panel", "several"])
 @pytest.mark.parametrize("ta", [False, True])
-def test_a_read_in_place_sums_as_a_packed(dtype, m, ta):
-    """A C of one panel of columns (two vectors) reads A's panels of 4, 8 or 12 rows
-    where they lie (past PB_MC and PB_KC; 37 rows: 12, 12, 12 in place, then 1 packed):
-    the same bits as the first columns of a wider product, which packs A."""
+def test_a_ragged_panel_packed_sums_as_read_in_place(dtype, m, n, ta):
+    """A's panels of 4, 8 or 12 rows are read where they lie, a last one of another
+    height packed (302 rows: blocks of 120, 120 and 62, the last panel 2 rows; 37: 12,
+    12, 12, 1): its rows equal, to the bit, those of a product of two more rows, whose
+    last panel of 4 is read in place (past PB_KC, and with B one panel wide or more)."""
     gemm, k = _gemm(dtype), 600
-    n = 64 // np.dtype(dtype).itemsize * 2
-    a = _operand((k, m) if ta else (m, k), dtype)
-    wide, cin = _operand((k, 3 * n), dtype), _operand((m, n), dtype)
-    b = np.ascontiguousarray(wide[:, :n])
-    got = gemm(a, ta, b, False, cin)
-    full = gemm(a, ta, wide, False, np.concatenate([cin] * 3, axis=1))
-    np.testing.assert_array_equal(got, full[:, :n])
+    cols = 64 // np.dtype(dtype).itemsize * (2 if n == "one panel" else 5)
+    more = _operand((k, m + 2) if ta else (m + 2, k), dtype)
+    a = np.ascontiguousarray(more[:, :m] if ta else more[:m])
+    b, cin = _operand((k, cols), dtype), _operand((m + 2, cols), dtype)
+    got = gemm(a, ta, b, False, cin[:m].copy())
+    np.testing.assert_array_equal(got, gemm(more, ta, b, False, cin)[:m])
     op_a = a.T if ta else a
-    _close(got, cin + op_a.astype(np.float64) @ b, k)
+    _close(got, cin[:m] + op_a.astype(np.float64) @ b, k)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
