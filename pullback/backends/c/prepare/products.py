@@ -12,6 +12,13 @@ make it; ``diag(v)`` the identity times ``v``, or ``np.diag(v)``) are ``A``, tra
 as the product's axes say, times ``v`` along one axis: n^2 multiplies where a matrix
 product would make n^3 (a Jacobian of a chain of layers then costs the products between
 the layers alone, as the chain rule by hand).
+
+A matrix times a batch of matrices whose batch axis was moved to the middle (``A @ X``
+under ``vmap`` or ``jacfwd``, X batched first: ``X`` transposed to ``(k, B, n)``, the
+``(m, B, n)`` product transposed back) is a batched product of ``A``, broadcast, with
+each of ``X``'s matrices where they lie: a transpose moved to the result (where it meets
+the one back, both go) instead of two copies of the whole batch around one product
+(GradBench ht's Jacobian: 28 tangents of (3, 10000) positions rotated).
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ from __future__ import annotations
 from ....ir.builder import Builder
 from ....ir.core import Atom, Block, Eqn, Lit, Module
 from ....ops import elementwise as E
+from ....ops import linalg as LA
 from ....ops import shape as S
 from ....passes.dce import dce
 from ....passes.walk import Forward, FunctionPass
@@ -37,10 +45,53 @@ def _spread(x: Atom, kept: list[int], ones: tuple[int, ...], shape: tuple[int, .
 
 
 class _Products(Forward):
+    def __init__(self) -> None:
+        super().__init__()
+        #: values this pass made as transposes: their operand and permutation, by id
+        self.moved: dict[int, tuple[Atom, tuple[int, ...]]] = {}
+
     def visit(self, eqn: Eqn) -> list[Atom] | None:
+        if eqn.op.name == "transpose":
+            return self.transpose_back(eqn)
         if eqn.op.name != "dot_general":
             return None
-        return self.outer(eqn) or self.diagonal(eqn)
+        return self.outer(eqn) or self.diagonal(eqn) or self.batched(eqn)
+
+    def batched(self, eqn: Eqn) -> list[Atom] | None:
+        """``A (m, k)`` contracted with ``X (B, k, n)`` transposed to ``(k, B, n)``: the
+        batched product of ``A`` broadcast to ``(B, m, k)`` with ``X``, transposed to
+        ``(m, B, n)``."""
+        a, t = eqn.inputs
+        (lc, rc), batch = eqn.params["contract"], eqn.params["batch"]
+        move = self.definition(t)
+        if (any(batch) or a.type.ndim != 2 or t.type.ndim != 3 or rc != (0,) or
+                move is None or move.op.name != "transpose" or
+                move.params["perm"] != (1, 0, 2) or a.type.dtype != t.type.dtype):
+            return None
+        (x,) = move.inputs
+        nb = x.type.shape[0]
+        with Builder(eqn.loc) as build:
+            spread = S.broadcast_in_dim(a, shape=(nb, *a.type.shape), dims=(1, 2))
+            y = LA.dot_general(spread, x, contract=((1 + lc[0],), (1,)), batch=((0,), (0,)))
+            out = S.transpose(y, perm=(1, 0, 2))
+        self.out.extend(build.frame.eqns)
+        self.moved[id(out)] = (y, (1, 0, 2))
+        return [out]
+
+    def transpose_back(self, eqn: Eqn) -> list[Atom] | None:
+        """A transpose of one this pass made, composed with it: the operand itself where
+        the two undo each other."""
+        made = self.moved.get(id(eqn.inputs[0]))
+        if made is None:
+            return None
+        y, first = made
+        perm = tuple(first[p] for p in eqn.params["perm"])
+        if perm == tuple(range(len(perm))):
+            return [y]
+        with Builder(eqn.loc) as build:
+            out = S.transpose(y, perm=perm)
+        self.out.extend(build.frame.eqns)
+        return [out]
 
     def outer(self, eqn: Eqn) -> list[Atom] | None:
         a, b = eqn.inputs
