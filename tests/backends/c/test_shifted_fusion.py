@@ -107,3 +107,20 @@ def test_a_value_read_at_offsets_has_no_buffer():
     text = pb.jit(differences, backend="c").lower(np.ones(300)).loops
     assert text.count("alloc") <= 1
     assert "(3.0 * p0[i + 1])" in text and "(3.0 * p0[i + 2])" in text
+
+
+def last(x):
+    return rk4(x)[-1]
+
+
+@pytest.mark.parametrize("n, pushes", [(300, 4), (200_000, 1)])
+def test_large_stages_are_recomputed_from_the_pushed_state(n, pushes):
+    """Each step's stages are computed again in the backward from the state pushed in
+    their place once that saves a megabyte of tape per step (``transforms/vjp.py``);
+    small ones stay on the tape."""
+    x = np.random.default_rng(7).random(n)
+    body = str(pb.jit(pb.grad(last), backend="c").lower(x).ir)
+    assert body.count("stack_push") == pushes
+    if pushes == 1:
+        np.testing.assert_array_equal(pb.jit(pb.grad(last), backend="c")(x),
+                                      pb.jit(pb.grad(last), backend="interp")(x))

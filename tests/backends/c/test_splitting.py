@@ -47,9 +47,12 @@ def test_tests_outside_the_range_and_nested_loops_stay():
     assert len(outer.body) == 3  # the inner loop is split, the outer one is not
 
 
-def test_too_many_stretches_keep_their_tests():
+def test_too_many_stretches_keep_their_tests_but_the_longest():
     value = Int(0)
     for c in range(1, MAX_STRETCHES + 1):
         value = Cond(Bin("<", I, Int(10 * c)), Load(Sym(f"x{c}"), I), value)
     loop = Loop("i", Int(100), [Set(Load(Sym("out"), I), value)])
-    assert split_kernels([loop], lambda n: n >= 50) == [loop]
+    head, rest = split_kernels([loop], lambda n: n >= 50)
+    assert [(p.start.value, p.stop.value) for p in (head, rest)] == [(0, 50), (50, 100)]
+    assert head.body == loop.body  # (its tests kept)
+    assert print_stmts([rest]).count("?") == 0

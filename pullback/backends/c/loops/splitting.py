@@ -50,15 +50,22 @@ def _split(loop: Loop, runs_parallel: Callable[[int], bool]) -> list[Stmt]:
         return [loop]
     lo, hi = loop.start.value, loop.stop.value
     cuts = sorted({c for c in _thresholds(loop.body, loop.var) if lo < c < hi})
-    if not cuts or len(cuts) >= MAX_STRETCHES:
+    if not cuts:
         return [loop]
     bounds = [lo, *cuts, hi]
+    stretches = [(a, b, True) for a, b in zip(bounds, bounds[1:], strict=False)]
+    if len(stretches) > MAX_STRETCHES:
+        # a copy of the body per stretch would be too many: the longest stretch runs
+        # with its tests made, the elements before and after it test theirs
+        a, b, _ = max(stretches, key=lambda s: s[1] - s[0])
+        stretches = [s for s in ((lo, a, False), (a, b, True), (b, hi, False)) if s[0] < s[1]]
     pieces: list[Stmt] = []
-    for a, b in zip(bounds, bounds[1:], strict=False):
+    for a, b, decided in stretches:
         pragma = loop.pragma
         if "parallel" in pragma and not runs_parallel(b - a):
             pragma = "simd"
-        body = [map_exprs(s, lambda e, a=a: _decide(e, loop.var, a)) for s in loop.body]
+        body = [map_exprs(s, lambda e, a=a: _decide(e, loop.var, a)) for s in loop.body] \
+            if decided else loop.body
         pieces.append(replace(loop, start=Int(a), stop=Int(b), body=body, pragma=pragma))
     return pieces
 
