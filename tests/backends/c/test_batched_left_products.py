@@ -31,6 +31,14 @@ def rotate_kept_in_middle(a, x):
     return pb.vmap(lambda xi: a @ xi, out_axes=1)(x)
 
 
+def test_narrow_matrices_stay_one_product_of_the_transposed_batch():
+    a, x = RNG.random((7, 16)), RNG.random((5, 16, 8))
+    np.testing.assert_allclose(pb.jit(rotate, backend="c")(a, x), np.matmul(a, x),
+                               rtol=1e-13, atol=1e-13)
+    (gemm,) = _gemms(rotate, a, x)
+    assert " 7x40x16:" in gemm
+
+
 def _gemms(fn, *args) -> list[str]:
     return [line.strip() for line in pb.jit(fn, backend="c").lower(*args).loops.splitlines()
             if "gemm." in line]
@@ -49,14 +57,14 @@ def test_a_rotated_batch_is_one_batched_product_and_no_copies():
     (rotate_kept_in_middle, lambda a, x: np.matmul(a, x).transpose(1, 0, 2)),
 ])
 def test_other_forms_give_numpys_answers(fn, want):
-    a, x = RNG.random((4, 4)), RNG.random((6, 4, 33))
+    a, x = RNG.random((4, 4)), RNG.random((6, 4, 70))
     np.testing.assert_allclose(pb.jit(fn, backend="c")(a, x), want(a, x), rtol=1e-13,
                                atol=1e-13)
 
 
 def test_a_jacobian_of_rotated_points_agrees_with_central_differences():
     """``jacfwd`` of ``glob @ positions``: the tangents' batch axis goes in the middle."""
-    positions = RNG.random((3, 40))
+    positions = RNG.random((3, 80))
 
     def points(angles):
         c, s = np.cos(angles), np.sin(angles)
@@ -69,14 +77,14 @@ def test_a_jacobian_of_rotated_points_agrees_with_central_differences():
     jitted = pb.jit(pb.jacfwd(points), backend="c")
     jac = jitted(angles)
     want = np.stack([central_difference(lambda t, i=i: points(t).reshape(-1)[i], angles)
-                     for i in range(positions.size)]).reshape(3, 40, 9)
+                     for i in range(positions.size)]).reshape(3, 80, 9)
     np.testing.assert_allclose(jac, want, rtol=1e-6, atol=1e-6)
-    assert any("float64[9] 3x40x3:" in line for line in _gemms(pb.jacfwd(points), angles))
+    assert any("float64[9] 3x80x3:" in line for line in _gemms(pb.jacfwd(points), angles))
 
 
 @pytest.mark.parametrize("order", ["jit(grad)", "grad(jit)"])
 def test_gradients_through_the_batched_product_agree_with_central_differences(order):
-    a, x = RNG.random((3, 3)), RNG.random((4, 3, 5))
+    a, x = RNG.random((3, 3)), RNG.random((4, 3, 64))
 
     def loss_a(a):
         return np.sum(np.tanh(rotate(a, x)) ** 2)

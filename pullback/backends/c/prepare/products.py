@@ -31,6 +31,12 @@ from ....ops import shape as S
 from ....passes.dce import dce
 from ....passes.walk import Forward, FunctionPass
 
+#: The fewest columns each of X's matrices has for ``A @ X`` batched in the middle to run
+#: as a batch of products: narrower ones stay one product of the transposed batch, their
+#: columns side by side, which keeps the kernel's tiles full (``vmap`` of ``x @ w`` with
+#: eight columns a lane), at the price of the two copies.
+BATCHED_MIN_COLUMNS = 64
+
 
 def _spread(x: Atom, kept: list[int], ones: tuple[int, ...], shape: tuple[int, ...],
             dims: tuple[int, ...]) -> Atom:
@@ -58,9 +64,9 @@ class _Products(Forward):
         return self.outer(eqn) or self.diagonal(eqn) or self.batched(eqn)
 
     def batched(self, eqn: Eqn) -> list[Atom] | None:
-        """``A (m, k)`` contracted with ``X (B, k, n)`` transposed to ``(k, B, n)``: the
-        batched product of ``A`` broadcast to ``(B, m, k)`` with ``X``, transposed to
-        ``(m, B, n)``."""
+        """``A (m, k)`` contracted with ``X (B, k, n)`` transposed to ``(k, B, n)``, each
+        of X's matrices at least BATCHED_MIN_COLUMNS wide: the batched product of ``A``
+        broadcast to ``(B, m, k)`` with ``X``, transposed to ``(m, B, n)``."""
         a, t = eqn.inputs
         (lc, rc), batch = eqn.params["contract"], eqn.params["batch"]
         move = self.definition(t)
@@ -70,6 +76,8 @@ class _Products(Forward):
             return None
         (x,) = move.inputs
         nb = x.type.shape[0]
+        if x.type.shape[2] < BATCHED_MIN_COLUMNS:
+            return None
         with Builder(eqn.loc) as build:
             spread = S.broadcast_in_dim(a, shape=(nb, *a.type.shape), dims=(1, 2))
             y = LA.dot_general(spread, x, contract=((1 + lc[0],), (1,)), batch=((0,), (0,)))
