@@ -68,6 +68,21 @@ def test_the_gemm_choice_is_cached_for_later_processes(cache_dir, monkeypatch):
     assert tuning.cached_gemm_choice(cache_dir / "blas.so", AVX512, "src") == "packed"
 
 
+def test_the_gemm_choice_holds_for_the_openblas_kernels_it_timed(cache_dir, monkeypatch):
+    """A process told to run other OpenBLAS kernels (OPENBLAS_CORETYPE) measures again."""
+    monkeypatch.setattr(tuning, "measure_gemm", lambda packed, blas: {"choice": "packed"})
+    monkeypatch.delenv("OPENBLAS_CORETYPE", raising=False)
+    monkeypatch.delenv("GOTOBLAS_CORETYPE", raising=False)
+    tuning.gemm_choice(cache_dir / "p.so", cache_dir / "blas.so", AVX512, "src")
+    monkeypatch.setenv("OPENBLAS_CORETYPE", "Haswell")
+    assert tuning.cached_gemm_choice(cache_dir / "blas.so", AVX512, "src") == ""
+    monkeypatch.setattr(tuning, "measure_gemm", lambda packed, blas: {"choice": "blas"})
+    assert tuning.gemm_choice(cache_dir / "p.so", cache_dir / "blas.so", AVX512,
+                              "src") == "blas"
+    monkeypatch.delenv("OPENBLAS_CORETYPE")
+    assert tuning.cached_gemm_choice(cache_dir / "blas.so", AVX512, "src") == "packed"
+
+
 @needs_cc
 def test_the_vector_width_program_builds_and_runs_with_each_width(cache_dir):
     found = compiler._found()

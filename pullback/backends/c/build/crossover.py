@@ -41,7 +41,8 @@ def _measurement(dtype: str, start: bool) -> dict | None:
     source = libraries.LIBRARIES[name][0]
     cflags = compiler._cflags()
     openblas = compiler.openblas_library()
-    key = [list(argv), version, cflags, source, libraries.HEADERS["kernels.h"], str(openblas),
+    key = [list(argv), version, cflags, source, libraries.HEADERS["kernels.h"],
+           tuning.blas_measured(openblas),
            tuning.cpu_id(), tuning.CROSSOVER_LADDERS, tuning.CROSSOVER_DEFAULTS]
     if not start:
         return tuning.cached("crossover", key)

@@ -436,20 +436,32 @@ def measure_vector_width(argv: Sequence[str], flags: Sequence[str], mvec: bool) 
     return {"choice": choose(seconds, "default"), "seconds": seconds}
 
 
+#: Settings by which a process has OpenBLAS run other kernels than its CPU's (``Haswell``
+#: on an AVX-512 machine is slower): what was measured with OpenBLAS holds for their values.
+BLAS_KERNEL_SETTINGS = ("OPENBLAS_CORETYPE", "GOTOBLAS_CORETYPE")
+
+
+def blas_measured(openblas: Path) -> str:
+    """OpenBLAS as this process runs it, for the keys of measurements that time it: its
+    file and the settings that choose its kernels."""
+    chosen = [f"{k}={os.environ[k]}" for k in BLAS_KERNEL_SETTINGS if os.environ.get(k)]
+    return " ".join([str(openblas), *chosen])
+
+
 def gemm_choice(packed: Path, openblas: Path, cpu_id: str, source: str) -> str:
     """``packed`` or ``blas``: who computes large float products (measured once per CPU,
     packed library's source and OpenBLAS)."""
     if not has_avx512(cpu_id):
         return "blas"
-    record = measured("gemm", [str(openblas), source, cpu_id],
+    record = measured("gemm", [blas_measured(openblas), source, cpu_id],
                       lambda: measure_gemm(packed, openblas))
     return record["choice"]
 
 
 def cached_gemm_choice(openblas: Path, cpu_id: str, source: str) -> str:
     """``gemm_choice`` as an earlier process measured it, or ``""``: nothing measured."""
-    path = cache.existing(cache.key("tuning", "gemm", str(openblas), source, cpu_id),
-                          "tuning-gemm.json")
+    path = cache.existing(cache.key("tuning", "gemm", blas_measured(openblas), source,
+                                    cpu_id), "tuning-gemm.json")
     return "" if path is None else json.loads(cache.payload(path))["choice"]
 
 
