@@ -222,10 +222,14 @@ def power_iteration(a, tol, max_iter):
     return lam, v, max_iter
 
 
-@program(lambda rng: (np.float64(rng.uniform(0.5, 2)), np.float64(rng.uniform(0.5, 2)), 1e-9),
+@program(lambda rng: (np.float64(rng.uniform(0.5, 2)), np.float64(rng.uniform(0.5, 2)), 1e-7),
          lambda rng: (np.float64(3.0), np.float64(0.2), 1e-6))
 def golden_section_minimum(a, b, tol):
-    """Minimise a e^x + b e^-x on [-10, 10]; the answer is log(b / a) / 2."""
+    """Minimise a e^x + b e^-x on [-10, 10]; the answer is log(b / a) / 2.
+
+    Brackets narrower than about 1e-8 compare values equal but for rounding, so which
+    way the search goes would depend on exp's last bit (NumPy's vector exp on AVX-512 is
+    not libm's): the tolerances stop before that."""
     inv_phi = (np.sqrt(5.0) - 1) / 2
     lo, hi = np.float64(-10.0), np.float64(10.0)
     c, d = hi - inv_phi * (hi - lo), lo + inv_phi * (hi - lo)
