@@ -276,7 +276,9 @@ def op_stack_push(lw: Lowering, eqn: Eqn) -> None:
     as the pointer of a buffer of its own: the operand's, taken over when it dies here
     (a loop's old state, a time step's saved array: nothing is copied), else a copy.
     The tape owns that buffer until the pop hands it to its block, so no write or free
-    reaches it in between."""
+    reaches it in between.  The pointer goes through a local of its own: a buffer whose
+    address is taken is shared with an OpenMP loop by reference, and the loop then reloads
+    it every iteration and gathers its elements (an ODE state, pushed each step)."""
     s, x = eqn.inputs
     name = lw.define(eqn.outputs[0])
     tape = Sym(lw.vars[id(s)])
@@ -289,7 +291,9 @@ def op_stack_push(lw: Lowering, eqn: Eqn) -> None:
         else:
             held = lw.fresh("m")
             lw.add(Copy(held, src, ctype(x.type.dtype), x.type.size, declare=True))
-        src = Addr(Sym(held))
+        box = lw.fresh("p")
+        lw.add(Decl(box, "void *", Sym(held)))
+        src = Addr(Sym(box))
     lw.add(Runtime("pb_tape_push", (Sym("ctx"), tape, src, _tape_size(x)), ("", ""),
                    cost=1 if moved else x.type.size))
     lw.add(Move(Sym(name), tape))
@@ -299,13 +303,20 @@ def op_stack_push(lw: Lowering, eqn: Eqn) -> None:
 def op_stack_pop(lw: Lowering, eqn: Eqn) -> None:
     """A scalar or small array is copied off the tape; a larger array's buffer (its
     pointer on the tape) passes to the open block, which owns it like a buffer it made
-    (``plan.memory`` never computes a popped value in another buffer)."""
+    (``plan.memory`` never computes a popped value in another buffer).  The pointer
+    comes off through a local of its own, so the buffer's address is never taken (see
+    ``op_stack_push``)."""
     (s,) = eqn.inputs
     tape, x = eqn.outputs
     tname = lw.define(tape)
     moved = _by_pointer(x)
     xname = lw.define(x, allocate=not moved)
-    dst = Sym(xname) if x.type.shape != () and not moved else Addr(Sym(xname))
+    box = lw.fresh("p") if moved else xname
+    if moved:
+        lw.add(Decl(box, "void *"))
+    dst = Sym(xname) if x.type.shape != () and not moved else Addr(Sym(box))
     lw.add(Runtime("pb_tape_pop", (Sym("ctx"), Sym(lw.vars[id(s)]), dst, _tape_size(x)),
                    ("", ""), cost=1 if moved else x.type.size))
+    if moved:
+        lw.add(Move(Sym(xname), Sym(box)))
     lw.add(Move(Sym(tname), Sym(lw.vars[id(s)])))
