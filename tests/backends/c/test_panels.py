@@ -107,3 +107,33 @@ def test_what_reads_a_sum_over_rows_waits_for_every_panel():
     got, loops = _compiled(centred_minima, x, w)
     assert "_panel" in loops
     np.testing.assert_allclose(got, centred_minima(x, w), rtol=1e-12, atol=1e-9)
+
+
+def test_a_transposed_operand_is_transposed_once_for_every_panel():
+    # the centroids' transpose is made once before the panels; every panel's product
+    # reads it in place (the same sums, in the same order, as the whole product's)
+    points, centroids = RNG.standard_normal((6000, 16)), RNG.standard_normal((600, 16))
+    got, loops = _compiled(nearest, points, centroids)
+    assert got == pytest.approx(nearest(points, centroids), rel=1e-12)
+    gemm = re.search(r"gemm\.blas float64 \d+x600x16: v\d+ = .* @ (\S+)\n", loops)
+    assert gemm and "ᵀ" not in gemm[1]
+    assert loops.index(f"alloc {gemm[1]}:") < loops.index("_panel in range(")
+    # derivatives of the compiled cost, and the compiled derivative, against float64
+    # central differences along a random direction
+    step = RNG.standard_normal(centroids.shape)
+    eps = 1e-6
+    slope = (nearest(points, centroids + eps * step) -
+             nearest(points, centroids - eps * step)) / (2 * eps)
+    for grad in (pb.jit(pb.grad(nearest, argnums=1), backend="c"),
+                 pb.grad(pb.jit(nearest, backend="c"), argnums=1)):
+        assert np.sum(grad(points, centroids) * step) == pytest.approx(slope, rel=1e-6)
+    # the Newton direction's gradient and Hessian diagonal: each centroid's points
+    nearest_of = np.argmin(-2.0 * points @ centroids.T + np.sum(centroids ** 2, axis=1),
+                           axis=1)
+    count = np.bincount(nearest_of, minlength=600)
+    sums = np.zeros_like(centroids)
+    np.add.at(sums, nearest_of, points)
+    keep = count > 0
+    want = (2 * (count[:, None] * centroids - sums))[keep] / (2 * count[keep, None])
+    got = pb.jit(direction, backend="c")(points, centroids)[keep]
+    np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)

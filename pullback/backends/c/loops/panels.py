@@ -106,7 +106,11 @@ def _paneled(stmts: list[Stmt], g: int) -> list[Stmt] | None:
             return replace(e, index=e.index - at * shifts[e.ptr.name])
         return e
 
-    inner: list[Stmt] = [replace(gemm, m=rows, a=gemm.a + at * gemm.k)]
+    product = replace(gemm, m=rows, a=gemm.a + at * gemm.k)
+    flip, flipped = _flipped(gemm, alloc.ctype)
+    if flip:
+        product = replace(product, b=Sym(flipped[0].name), trans_b=False)
+    inner: list[Stmt] = [product]
     for loop in [*loops, *(stmts[j] for j in region.rows)]:
         if isinstance(loop, Gemm):  # contracting the rows: this panel's share, added
             a, b = (x if isinstance(x, Sym) and x.name in shifts else x + at * width
@@ -117,9 +121,23 @@ def _paneled(stmts: list[Stmt], g: int) -> list[Stmt] | None:
         inner.append(replace(loop, start=at, stop=at + rows, body=body,
                              pragma=loop.pragma if rows >= 32 else ""))
     before = [s for j, s in enumerate(stmts[:first]) if j != g and s not in freed]
-    return [*before, *(stmts[j] for j in hoisted), *region.before,
-            Loop(at.name, Int(m), inner, step=rows), *freed, *region.after,
+    return [*before, *(stmts[j] for j in hoisted), *region.before, *flip,
+            Loop(at.name, Int(m), inner, step=rows), *freed, *flipped, *region.after,
             *stmts[region.end:]]
+
+
+def _flipped(gemm: Gemm, ctype: str) -> tuple[list[Stmt], list[Stmt]]:
+    """Where ``gemm``'s B is transposed and a library kernel runs it: the allocation and
+    copy of B's transpose, made once before the panels (each panel's product would
+    transpose B into its packing again: k-means' centroids, 400 times at 10000 points;
+    the panels read it in place), and its free after them.  Else none."""
+    if not (gemm.trans_b and gemm.blas):
+        return [], []
+    name, k, n = f"{gemm.c.name}_bt", gemm.k, gemm.n
+    p, j = Sym("p"), Sym("j")
+    copy = Loop("j", Int(n), [Loop("p", Int(k), [
+        Set(Load(Sym(name), p * n + j), Load(gemm.b, j * k + p))], pragma="simd")])
+    return [Alloc(name, ctype, k * n), copy], [Free(name)]
 
 
 @dataclass
