@@ -146,8 +146,8 @@ def test_heat_saves_each_step_by_pointer_without_a_copy():
     a local of its own: no buffer's address is taken (OpenMP would share it with a loop
     by reference, and the loop would gather its elements)."""
     src = pb.jit(pb.grad(heat, argnums=(0, 1)), backend="c").lower(*_args()).source
-    pushes = re.findall(r"pb_tape_push\(ctx, \w+, \(&(p\d+)\), sizeof\(void \*\)\)", src)
-    pops = re.findall(r"pb_tape_pop\(ctx, \w+, \(&(p\d+)\), sizeof\(void \*\)\)", src)
+    pushes = re.findall(r"pb_tape_push\(ctx, \w+, \(&(box\d+)\), sizeof\(void \*\)\)", src)
+    pops = re.findall(r"pb_tape_pop\(ctx, \w+, \(&(box\d+)\), sizeof\(void \*\)\)", src)
     assert pushes and pops
     assert all(re.search(rf"void \*{p} = v\d+;", src) for p in pushes)
     assert all(re.search(rf"v\d+ = {p};", src) for p in pops)

@@ -202,8 +202,18 @@ def op_call(lw: Lowering, eqn: Eqn) -> None:
                 tmp = lw.fresh("m")
                 lw.add(Copy(tmp, args[k], ctype(t.dtype), t.size, declare=True))
                 args[k] = Sym(tmp)
-    args += [Addr(o) for o in outs]
+    boxes = []  # an array result comes back through a local of its own (op_stack_push)
+    for o, v in zip(outs, eqn.outputs, strict=True):
+        if isinstance(v.type, StackType) or v.type.shape == ():
+            args.append(Addr(o))
+            continue
+        box = lw.fresh("box")
+        lw.add(Decl(box, f"{ctype(v.type.dtype)} *"))
+        args.append(Addr(Sym(box)))
+        boxes.append(Move(o, Sym(box)))
     lw.add(Call(lw.mod.names[id(callee)], tuple(args)))
+    for move in boxes:
+        lw.add(move)
 
 
 def _inline_region(lw: Lowering, eqn: Eqn, region: str) -> None:
@@ -291,7 +301,7 @@ def op_stack_push(lw: Lowering, eqn: Eqn) -> None:
         else:
             held = lw.fresh("m")
             lw.add(Copy(held, src, ctype(x.type.dtype), x.type.size, declare=True))
-        box = lw.fresh("p")
+        box = lw.fresh("box")
         lw.add(Decl(box, "void *", Sym(held)))
         src = Addr(Sym(box))
     lw.add(Runtime("pb_tape_push", (Sym("ctx"), tape, src, _tape_size(x)), ("", ""),
@@ -311,7 +321,7 @@ def op_stack_pop(lw: Lowering, eqn: Eqn) -> None:
     tname = lw.define(tape)
     moved = _by_pointer(x)
     xname = lw.define(x, allocate=not moved)
-    box = lw.fresh("p") if moved else xname
+    box = lw.fresh("box") if moved else xname
     if moved:
         lw.add(Decl(box, "void *"))
     dst = Sym(xname) if x.type.shape != () and not moved else Addr(Sym(box))
