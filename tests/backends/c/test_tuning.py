@@ -99,8 +99,22 @@ def test_the_vector_width_program_builds_and_runs_with_each_width(cache_dir):
 def test_the_gemm_measurement_runs_both_kernels(cache_dir):
     packed = compiler.library_path("pbpacked", libraries.LIBRARIES["pbpacked"][0])
     record = tuning.measure_gemm(packed, compiler.openblas_library())
-    assert len(record["seconds"]) == len(tuning.GEMM_SHAPES)
+    assert len(record["seconds"]) == len(tuning.GEMM_SHAPES) + len(tuning.FEW_ROW_SHAPES)
     assert all(set(t) == {"packed", "blas"} for t in record["seconds"].values())
+    assert {record["choice"], record["few"]} <= {"packed", "blas"}
+
+
+def test_each_kind_of_product_goes_by_its_own_shapes():
+    """Products of few rows by a large B are chosen for on their shapes alone."""
+    seconds = {**{f"{m}x{n}x{k}": {"packed": 2.0, "blas": 1.0} for m, n, k in
+                  tuning.GEMM_SHAPES},
+               **{f"{m}x{n}x{k}": {"packed": 1.0, "blas": 2.0} for m, n, k in
+                  tuning.FEW_ROW_SHAPES}}
+    shapes = {tuple(map(int, s.split("x"))): t for s, t in seconds.items()}
+    assert tuning.choose_gemm({s: shapes[s] for s in tuning.GEMM_SHAPES}) == "blas"
+    assert tuning.choose_gemm({s: shapes[s] for s in tuning.FEW_ROW_SHAPES}) == "packed"
+    assert all(m <= 128 and n * k >= 131072 for m, n, k in tuning.FEW_ROW_SHAPES)
+    assert not any(m <= 128 and n * k >= 131072 for m, n, k in tuning.GEMM_SHAPES)
 
 
 def test_threads_wait_as_the_measured_gemm_choice_wants(cache_dir, monkeypatch):

@@ -190,9 +190,11 @@ def _choose_gemm(packed: str, source: str) -> None:
         return
     import ctypes
 
-    choice = tuning.gemm_choice(Path(packed), openblas_library(), tuning.cpu_id(), source)
-    ctypes.c_int.in_dll(ctypes.CDLL(packed), "pb_gemm_packed_chosen").value = \
-        choice == "packed"
+    library = ctypes.CDLL(packed)
+    for kind, flag in (("choice", "pb_gemm_packed_chosen"), ("few", "pb_gemm_packed_few_chosen")):
+        choice = tuning.gemm_choice(Path(packed), openblas_library(), tuning.cpu_id(), source,
+                                    kind)
+        ctypes.c_int.in_dll(library, flag).value = choice == "packed"
 
 
 #: The precompiled prelude's file in the cache, and the message of a compiler that

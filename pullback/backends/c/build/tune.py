@@ -36,7 +36,7 @@ def main() -> None:
         return
     packed = compiler.library_path("pbpacked", libraries.LIBRARIES["pbpacked"][0])
     gemm = tuning.measure_gemm(packed, compiler.openblas_library())
-    print(f"gemm: {gemm['choice']}")
+    print(f"gemm: {gemm['choice']}; few rows by a large B: {gemm['few']}")
     for shape, t in gemm["seconds"].items():
         print(f"  {shape}: " + "  ".join(f"{k} {v * 1e3:.3f} ms" for k, v in t.items()))
 

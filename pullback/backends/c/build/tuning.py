@@ -15,8 +15,9 @@ Inline kernel or BLAS (``measure_crossover``, ``measured_later``)
     lowering the answer would change; until it is cached, lowering keeps its defaults.
 GEMM (``gemm_choice``)
     The runtime's packed kernels (``packed.c``) against OpenBLAS, on products of the
-    shapes ``GEMM_SHAPES``; the packed kernels compute the large float products only
-    where they are faster overall.  They are built only where the CPU has AVX-512
+    shapes ``GEMM_SHAPES``, and apart on ``FEW_ROW_SHAPES`` for the products of few rows
+    by a large B (runtime.h's ``pb_packed_gemm``); the packed kernels compute a kind of
+    product only where they are faster on it.  They are built only where the CPU has AVX-512
     (``runtime.h``): elsewhere OpenBLAS computes them and nothing is measured.
 Parallel loops (``parallel_min``)
     The length from which a loop runs on every thread: an elementwise loop, timed on one
@@ -71,6 +72,9 @@ ROUNDS = 3
 #: The products (m, n, k) timed: an MLP layer, a square one, a small one, a classifier's
 #: ten outputs.
 GEMM_SHAPES = ((256, 1024, 1024), (512, 512, 512), (64, 256, 256), (256, 10, 512))
+#: Products of few rows of A by a large B, chosen for apart (runtime.h's PB_FEW_ROWS,
+#: PB_FEW_B): an RNN step's h @ w_hh (OpenBLAS packs all of B on every call).
+FEW_ROW_SHAPES = ((32, 1024, 256), (64, 512, 512), (128, 1024, 256))
 
 _VECTOR_PROGRAM = r"""
 #include <math.h>
@@ -448,14 +452,16 @@ def blas_measured(openblas: Path) -> str:
     return " ".join([str(openblas), *chosen])
 
 
-def gemm_choice(packed: Path, openblas: Path, cpu_id: str, source: str) -> str:
+def gemm_choice(packed: Path, openblas: Path, cpu_id: str, source: str,
+                kind: str = "choice") -> str:
     """``packed`` or ``blas``: who computes large float products (measured once per CPU,
-    packed library's source and OpenBLAS)."""
+    packed library's source and OpenBLAS), of few rows by a large B where ``kind`` is
+    ``few``."""
     if not has_avx512(cpu_id):
         return "blas"
     record = measured("gemm", [blas_measured(openblas), source, cpu_id],
                       lambda: measure_gemm(packed, openblas))
-    return record["choice"]
+    return record[kind]
 
 
 def cached_gemm_choice(openblas: Path, cpu_id: str, source: str) -> str:
@@ -466,8 +472,9 @@ def cached_gemm_choice(openblas: Path, cpu_id: str, source: str) -> str:
 
 
 def measure_gemm(packed: Path, openblas: Path) -> dict:
-    """Time float32 products of GEMM_SHAPES by the packed library and by OpenBLAS (best
-    of three each, after one to warm up); the choice and the seconds per shape."""
+    """Time float32 products of GEMM_SHAPES and FEW_ROW_SHAPES by the packed library and
+    by OpenBLAS (best of three each, after one to warm up); the choice for each kind
+    (``choice``, ``few``) and the seconds per shape."""
     import ctypes
 
     lib, blas = ctypes.CDLL(str(packed)), ctypes.CDLL(str(openblas))
@@ -478,7 +485,7 @@ def measure_gemm(packed: Path, openblas: Path) -> dict:
     sgemm.argtypes = [i32, i32, i32, i32, i32, i32, f32, ptr, i32, ptr, i32, f32, ptr, i32]
     seconds = {}
     rng = numpy.random.default_rng(0)
-    for m, n, k in GEMM_SHAPES:
+    for m, n, k in GEMM_SHAPES + FEW_ROW_SHAPES:
         a, b = (rng.standard_normal(s, dtype=numpy.float32) for s in ((m, k), (k, n)))
         c = numpy.empty((m, n), numpy.float32)
         pa, pb, pc = (x.ctypes.data for x in (a, b, c))
@@ -489,7 +496,8 @@ def measure_gemm(packed: Path, openblas: Path) -> dict:
                                           pb, n, 0, pc, n)}
         seconds[f"{m}x{n}x{k}"] = {who: _best(run) for who, run in runs.items()}
     shapes = {tuple(map(int, s.split("x"))): t for s, t in seconds.items()}
-    return {"choice": choose_gemm(shapes), "seconds": seconds}
+    return {"choice": choose_gemm({s: shapes[s] for s in GEMM_SHAPES}),
+            "few": choose_gemm({s: shapes[s] for s in FEW_ROW_SHAPES}), "seconds": seconds}
 
 
 def _best(run: Callable[[], object], times: int = 3) -> float:

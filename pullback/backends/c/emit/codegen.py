@@ -356,8 +356,9 @@ class _C(ExprPrinter):
         tb = "CblasTrans" if s.trans_b else "CblasNoTrans"
         lda, ldb = (m if s.trans_a else k), (k if s.trans_b else n)
         # the runtime's packed kernels where BLAS's are narrower than the CPU's vectors
-        self.line(f"if (pb_packed_gemm()) {loop}{{ if (pb_gemm_packed_{s.dtype.name}({args})) "
-                  "goto oom; }")
+        # or the product is one BLAS would spend packing B for (runtime.h)
+        self.line(f"if (pb_packed_gemm({m}, {n}, {k})) "
+                  f"{loop}{{ if (pb_gemm_packed_{s.dtype.name}({args})) goto oom; }}")
         self.line("else {")
         # BLAS adds into C itself (by name: a function cut into parts has new Syms)
         if s.addend is not None and e(s.addend) != e(s.c):

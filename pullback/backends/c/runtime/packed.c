@@ -18,9 +18,10 @@
 
 #include "kernels.h"
 
-/* Whether modules call these kernels (runtime.h's pb_packed_gemm): set by the tuning's
- * measurement (build/tuning.py), once per process, before any module calls. */
-int pb_gemm_packed_chosen = 0;
+/* Whether modules call these kernels (runtime.h's pb_packed_gemm), for products of few
+ * rows by a large B and for the rest: set by the tuning's measurement (build/tuning.py),
+ * once per process, before any module calls. */
+int pb_gemm_packed_chosen = 0, pb_gemm_packed_few_chosen = 0;
 
 #define PB_MR 12
 #define PB_KC 256

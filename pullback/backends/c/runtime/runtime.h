@@ -630,26 +630,35 @@ PB_DECLARE_LAPACK_CALLS(float64, double)
 
 /* Large float products: the packed kernels of the runtime library (packed.c, built once
  * and linked), where they are built with AVX-512 and measured faster than OpenBLAS on
- * this machine (build/tuning.py sets pb_gemm_packed_chosen before any call);
- * PULLBACK_GEMM=packed or =blas decides instead. */
-extern int pb_gemm_packed_chosen;
+ * this machine, for two kinds of product apart (build/tuning.py sets the two flags before
+ * any call): few rows of A (at most PB_FEW_ROWS) by a large B (PB_FEW_B elements or
+ * more), which OpenBLAS packs whole on every call while the packed kernels read it in
+ * place (an RNN step's h @ w_hh), and the rest.  PULLBACK_GEMM=packed or =blas decides
+ * instead. */
+extern int pb_gemm_packed_chosen, pb_gemm_packed_few_chosen;
 int pb_gemm_packed_float32(int64_t m, int64_t n, int64_t k, float alpha, const float *a,
                            int ta, const float *b, int tb, const float *cin, float *c);
 int pb_gemm_packed_float64(int64_t m, int64_t n, int64_t k, double alpha, const double *a,
                            int ta, const double *b, int tb, const double *cin, double *c);
 
-static int pb_packed_gemm(void) {
+#define PB_FEW_ROWS 128
+#define PB_FEW_B 131072
+
+/* Whether the packed kernels compute the product of A [m, k] and B [k, n]. */
+static int pb_packed_gemm(int64_t m, int64_t n, int64_t k) {
 #if defined(__AVX512F__)
-    static int use = -1;
-    if (use < 0) {
+    static int forced = -1; /* PULLBACK_GEMM: 1 packed, 0 blas, 2 as measured */
+    if (forced < 0) {
         const char *choice = getenv("PULLBACK_GEMM");
-        if (choice && (!strcmp(choice, "packed") || !strcmp(choice, "blas")))
-            use = !strcmp(choice, "packed");
-        else
-            use = pb_gemm_packed_chosen;
+        forced = choice && !strcmp(choice, "packed") ? 1
+                 : choice && !strcmp(choice, "blas") ? 0 : 2;
     }
-    return use;
+    if (forced != 2)
+        return forced;
+    return m <= PB_FEW_ROWS && n * k >= PB_FEW_B ? pb_gemm_packed_few_chosen
+                                                 : pb_gemm_packed_chosen;
 #else
+    (void)m, (void)n, (void)k;
     return 0;
 #endif
 }
