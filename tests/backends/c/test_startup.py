@@ -111,16 +111,19 @@ def test_measured_choices_reach_the_builds(logged_cc, monkeypatch):
     monkeypatch.setattr(tuning, "cpu_id", lambda: "flags : avx2 avx512f")
     monkeypatch.setattr(tuning, "measure_vector_width",
                         lambda *args: {"choice": "512", "seconds": {}})
-    monkeypatch.setattr(tuning, "measure_gemm", lambda *args: {"choice": "packed"})
+    monkeypatch.setattr(tuning, "measure_gemm",
+                        lambda *args: {"choice": "packed", "few": "blas"})
     monkeypatch.delenv("PULLBACK_GEMM", raising=False)
     compiler._probes.clear()
-    packed = "int pb_gemm_packed_chosen = 0;\n"
+    packed = "int pb_gemm_packed_chosen = 0, pb_gemm_packed_few_chosen = 1;\n"
     module = compiler.build_module(add_source("pb_t_su5"), "pb_t_su5", headers=HEADERS,
                                    libraries={"pbpacked": packed})
     assert module.f is not None
     assert tuning.VECTOR_FLAG in lines(log, "pb_t_su5.c")[0]
     (library,) = (Path(module.__file__).parent).glob("libpbpacked-*.so")
-    assert ctypes.c_int.in_dll(ctypes.CDLL(str(library)), "pb_gemm_packed_chosen").value == 1
+    chosen = ctypes.CDLL(str(library))
+    assert ctypes.c_int.in_dll(chosen, "pb_gemm_packed_chosen").value == 1
+    assert ctypes.c_int.in_dll(chosen, "pb_gemm_packed_few_chosen").value == 0
 
 
 def _linked_in_child(name: str) -> float:
