@@ -4,6 +4,8 @@ rules of max/min reductions, long loops that run on threads, BLAS products."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -90,3 +92,19 @@ def test_a_bool_made_float_is_a_choice_of_one_or_zero():
     np.testing.assert_allclose(got, e / e.sum(), rtol=1e-12, atol=1e-15)
     assert "? (0x1.0000000000000p+0) : (0x0.0p+0))" in source
     assert "(double)(t" not in source.replace(" ", "")
+
+
+def test_locals_are_named_apart_from_parameters_and_results():
+    """Loop indices and other locals never take the names of the entry's parameters
+    (``p<k>``), results (``r<k>``) or donated buffers (``q<k>``), which they would shadow:
+    a leading-axes sum's row index had been ``r3`` beside a result ``r3``."""
+    def f(x):
+        s = np.sum(x, axis=0)
+        return s, s * 2, s * 3, s * 4, s * 5, s * 6, x * 2, np.tanh(x) + 1
+
+    x = np.random.default_rng(0).standard_normal((40, 64))
+    got, source = _native(f, x)
+    for g, w in zip(got, f(x), strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-12)
+    assert not re.search(r"\b(?:int64_t|void \*|double \*|double) [pqr]\d+ = ", source)
+    assert not re.search(r"for \(int64_t [pqr]\d+ ", source)

@@ -50,7 +50,7 @@ _JOBZ = {(True, True): "A", (False, True): "S", (True, False): "N", (False, Fals
 
 def _per_matrix(lw: Lowering, x: Atom, stmt: Callable[[Sym], Stmt]) -> None:
     """``stmt(q)`` once per matrix ``q`` of ``x`` (its last two axes)."""
-    q = lw.fresh("q")
+    q = lw.fresh("mat")
     with lw.loop(q, math.prod(x.type.shape[:-2])):
         lw.add(stmt(Sym(q)))
 

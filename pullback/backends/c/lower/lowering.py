@@ -505,7 +505,7 @@ class Lowering:
             with self.loop("i", n, pragma=self.kind(n), fused=fused):
                 yield Sym("i")
             return
-        rows, cols, r = n // shape[-1], shape[-1], self.fresh("r")
+        rows, cols, r = n // shape[-1], shape[-1], self.fresh("row")
         with self.loop(r, rows, pragma="parallel" if runs_parallel(n) else ""):
             axes: list[Expr] = []
             for k, st in enumerate(strides(shape[:-1])):

@@ -136,7 +136,7 @@ def _sum_leading(lw: Lowering, eqn: Eqn, rows: int, cols: int) -> None:
     dt = x.type.dtype
     acc_t = "double" if dt.is_float else ctype(dt)
     acc = lw.scratch(acc_t, cols)
-    j, r = Sym("j"), lw.fresh("r")
+    j, r = Sym("j"), lw.fresh("row")
     with lw.loop("j", cols, pragma="simd"):
         lw.add(Set(Load(acc, j), Int(0)))
     with lw.loop(r, rows), lw.loop("j", cols, pragma="simd"), \
