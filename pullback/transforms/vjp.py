@@ -752,11 +752,12 @@ def _recomputed(fwd: Block, residuals: list[Var], known: dict[int, Atom],
                 scalars[id(a)] = a
             return True
         eqn = made.get(id(a))
-        if not cheap(eqn, bases) and bases is not None:
+        if not cheap(eqn, bases):
+            if bases is None:
+                return False
             bases[id(a)] = a
             return True
-        if not cheap(eqn, bases) or not all(plan(x, eqns, scalars, bases)
-                                            for x in eqn.inputs):
+        if not all(plan(x, eqns, scalars, bases) for x in eqn.inputs):
             return False
         eqns[id(a)] = eqn
         return True

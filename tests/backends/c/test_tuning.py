@@ -2,6 +2,7 @@
 measurements made only where the CPU leaves a choice, once, and cached on disk."""
 
 import os
+import re
 
 import pytest
 
@@ -113,8 +114,10 @@ def test_each_kind_of_product_goes_by_its_own_shapes():
     shapes = {tuple(map(int, s.split("x"))): t for s, t in seconds.items()}
     assert tuning.choose_gemm({s: shapes[s] for s in tuning.GEMM_SHAPES}) == "blas"
     assert tuning.choose_gemm({s: shapes[s] for s in tuning.FEW_ROW_SHAPES}) == "packed"
-    assert all(m <= 128 and n * k >= 131072 for m, n, k in tuning.FEW_ROW_SHAPES)
-    assert not any(m <= 128 and n * k >= 131072 for m, n, k in tuning.GEMM_SHAPES)
+    defined = dict(re.findall(r"#define (PB_FEW_\w+) (\d+)", libraries.HEADERS["runtime.h"]))
+    rows, b = int(defined["PB_FEW_ROWS"]), int(defined["PB_FEW_B"])  # runtime.h's kinds
+    assert all(m <= rows and n * k >= b for m, n, k in tuning.FEW_ROW_SHAPES)
+    assert not any(m <= rows and n * k >= b for m, n, k in tuning.GEMM_SHAPES)
 
 
 def test_threads_wait_as_the_measured_gemm_choice_wants(cache_dir, monkeypatch):
