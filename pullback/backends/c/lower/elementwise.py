@@ -105,7 +105,7 @@ def lower_run(lw: Lowering, run: Sequence[Eqn]) -> None:
     else:
         shape = first.outputs[0].type.shape
         with lw.kernel(shape, tuple(e.op.name for e in body),
-                       lw.reads_broadcast([a for e in body for a in e.inputs])) as i:
+                       lw.reads_by_axes([a for e in body for a in e.inputs])) as i:
             _kernel_body(lw, body, accs, stored, i)
     for e in run:
         out = e.outputs[0]

@@ -9,8 +9,6 @@ read by them in place.  Otherwise each is one loop nest copying its operand.
 
 from __future__ import annotations
 
-import math
-from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ....ir.core import Eqn
@@ -40,17 +38,6 @@ if TYPE_CHECKING:
 CONCAT_UNROLL = 64
 
 
-def _along(shape: Sequence[int], axis: int, index: Expr) -> Expr:
-    """The index along ``axis`` of element ``index`` (a linear index) of an array of
-    ``shape``."""
-    if shape[axis] == 1:
-        return Int(0)
-    stride = math.prod(shape[axis + 1:])
-    along = Bin("/", index, Int(stride)) if stride > 1 else index
-    return along if math.prod(shape[:axis]) == 1 else Bin("%", along, Int(shape[axis]))
-
-
-
 @handles("broadcast_in_dim")
 def op_broadcast_in_dim(lw: Lowering, eqn: Eqn) -> None:
     (x,) = eqn.inputs
@@ -59,9 +46,9 @@ def op_broadcast_in_dim(lw: Lowering, eqn: Eqn) -> None:
         return
     out, dims = eqn.outputs[0], eqn.params["dims"]
     if id(out) in lw.plan.fusible:
-        lw.fused.broadcasts.add(id(out))
+        lw.fused.by_axes.add(id(out))
         lw.fused.exprs[id(out)] = lambda i: lw.elem(x, linear(x.type.shape, [
-            Int(0) if x.type.shape[k] == 1 else lw.axis_index(out, d, i)
+            Int(0) if x.type.shape[k] == 1 else lw.axis_index(out.type.shape, d, i)
             for k, d in enumerate(dims)]))
         return
     lw.gather_loop(out, x, lambda idx: [
@@ -82,6 +69,10 @@ def op_reshape(lw: Lowering, eqn: Eqn) -> None:
         return
     if id(out) in lw.plan.fusible and id(eqn.inputs[0]) in lw.fused.remaps:
         lw.fused.remaps[id(out)] = lw.fused.remaps[id(eqn.inputs[0])]
+        if id(eqn.inputs[0]) in lw.fused.by_axes and \
+                [d for d in out.type.shape if d != 1] == \
+                [d for d in eqn.inputs[0].type.shape if d != 1]:
+            lw.fused.by_axes.add(id(out))
         return
     if id(out) in lw.plan.fusible and id(eqn.inputs[0]) in lw.fused.exprs:
         x = eqn.inputs[0]
@@ -123,7 +114,7 @@ def op_slice(lw: Lowering, eqn: Eqn) -> None:
     def at(i: Expr) -> Expr:
         if rows:  # whole rows: the same element of a block starting further on
             return i + offset if offset else i
-        return linear(x.type.shape, [s + _along(out.type.shape, d, i) * st for d, (s, st)
+        return linear(x.type.shape, [s + lw.axis_index(out.type.shape, d, i) * st for d, (s, st)
                                      in enumerate(zip(start, stride, strict=True))])
 
     if id(out) in lw.plan.fusible and id(x) in lw.fused.exprs:  # computed there
@@ -135,6 +126,8 @@ def op_slice(lw: Lowering, eqn: Eqn) -> None:
         src, inner = lw.fused.remaps.get(id(x), (x, None))
         lw.fused.remaps[id(out)] = (src, at if inner is None else lambda i: inner(at(i)))
         lw.read_shifted(src)
+        if not rows:  # its readers' kernels by rows read it without dividing
+            lw.fused.by_axes.add(id(out))
     elif rows:
         lw.define(out)
         lw.flat_loop(out, lambda i: lw.elem(x, at(i)))
@@ -156,8 +149,8 @@ def op_iota(lw: Lowering, eqn: Eqn) -> None:
     (out,) = eqn.outputs
     dim, ct = eqn.params["dim"], ctype(out.type.dtype)
     if id(out) in lw.plan.fusible:  # its readers' loops count along the axis
-        lw.fused.broadcasts.add(id(out))
-        lw.fused.exprs[id(out)] = lambda i: Cast(ct, lw.axis_index(out, dim, i))
+        lw.fused.by_axes.add(id(out))
+        lw.fused.exprs[id(out)] = lambda i: Cast(ct, lw.axis_index(out.type.shape, dim, i))
         return
     lw.define(out)
     dest, shape = lw.vars[id(out)], out.type.shape

@@ -172,7 +172,7 @@ class Lowering:
             self.flat_loop(a, lambda i: Load(self.buf(remap[0]), remap[1](i)))
         fused = self.fused.exprs.get(id(a))
         if fused is not None:
-            by_rows = self.reads_broadcast([a])
+            by_rows = self.reads_by_axes([a])
             del self.fused.exprs[id(a)]
             self.define(a)
             self.flat_loop(a, fused, by_rows)
@@ -482,12 +482,13 @@ class Lowering:
         with self.kernel(out.type.shape, by_rows=by_rows) as i:
             self.add(Set(Load(name, i), expr(i)))
 
-    def reads_broadcast(self, atoms: Sequence[Atom]) -> bool:
-        """Whether computing ``atoms`` where they are read reads a fused broadcast."""
+    def reads_by_axes(self, atoms: Sequence[Atom]) -> bool:
+        """Whether computing ``atoms`` where they are read reads a fused value that reads
+        the kernel's axis indices (``Fused.by_axes``)."""
         stack, seen = list(atoms), set()
         while stack:
             a = stack.pop()
-            if id(a) in self.fused.broadcasts:
+            if id(a) in self.fused.by_axes:
                 return True
             if id(a) in self.fused.exprs and id(a) not in seen and id(a) in self.plan.producers:
                 seen.add(id(a))
@@ -498,8 +499,9 @@ class Lowering:
     def kernel(self, shape: Sequence[int], fused: tuple[str, ...] = (),
                by_rows: bool = False) -> Iterator[Expr]:
         """A kernel over ``shape``, flat, or (``by_rows``) a loop over its rows whose body
-        is a SIMD loop along its last axis: fused broadcasts then read their operands at
-        the loops' indices, with no division.  Yields the element's linear index."""
+        is a SIMD loop along its last axis: fused broadcasts and slices then read their
+        operands at the loops' indices, with no division (a gather per lane, as GCC
+        vectorises ``i / 256 * 1024 + i % 256``).  Yields the element's linear index."""
         n = math.prod(shape)
         if not by_rows or len(shape) < 2 or shape[-1] < ROW_MIN:
             with self.loop("i", n, pragma=self.kind(n), fused=fused):
@@ -514,7 +516,8 @@ class Lowering:
             with self.loop("c", cols, pragma="simd", fused=fused):
                 i = Sym("i")
                 self.add(Decl("i", "int64_t", Sym(r) * cols + Sym("c")))
-                outer, self.in_kernel.axes = self.in_kernel.axes, (i, [*axes, Sym("c")])
+                outer = self.in_kernel.axes
+                self.in_kernel.axes = (i, [*axes, Sym("c")], tuple(shape))
                 try:
                     yield i
                 finally:
@@ -530,7 +533,7 @@ class Lowering:
             return
         if not self.reuse(out, self.scope.at, self.scope.at):
             self.define(out)
-        self.flat_loop(out, expr, self.reads_broadcast(reads))
+        self.flat_loop(out, expr, self.reads_by_axes(reads))
 
     def nd_loop(self, shape: Sequence[int], body: Callable[[list[Expr]], None],
                 collapse: bool = False, pragma: str = "",
@@ -571,26 +574,36 @@ class Lowering:
             source, linear(source.type.shape, index_of(idx))))))
 
     @contextmanager
-    def axes_known(self, index: Expr, axes: list[Expr] | None) -> Iterator[Expr]:
-        """In this context, element ``index`` (a linear index) of the loop's values is at
-        axis indices ``axes`` (when given), which fused broadcasts read instead of
-        dividing ``index``."""
+    def axes_known(self, index: Expr, axes: list[Expr] | None,
+                   shape: Sequence[int]) -> Iterator[Expr]:
+        """In this context, element ``index`` (a linear index) of the loop's values, of
+        ``shape``, is at axis indices ``axes`` (when given), which fused broadcasts and
+        slices read instead of dividing ``index``."""
         outer = self.in_kernel.axes
         if axes is not None:
-            self.in_kernel.axes = (index, axes)
+            self.in_kernel.axes = (index, axes, tuple(shape))
         try:
             yield index
         finally:
             self.in_kernel.axes = outer
 
-    def axis_index(self, v: Var, axis: int, index: Expr) -> Expr:
-        """The index along ``axis`` of element ``index`` (a linear index) of ``v``: the
-        kernel's own axis index when ``index`` is its element's, else arithmetic."""
-        if self.in_kernel.axes is not None and index is self.in_kernel.axes[0]:
-            return self.in_kernel.axes[1][axis]
-        stride = strides(v.type.shape)[axis]
+    def axis_index(self, shape: Sequence[int], axis: int, index: Expr) -> Expr:
+        """The index along ``axis`` of element ``index`` (a linear index) of an array of
+        ``shape``: the kernel's own axis index when ``index`` is its element's and the
+        kernel runs over ``shape`` up to axes of one (a reshape reads at the same linear
+        index), else arithmetic."""
+        if shape[axis] == 1:
+            return Int(0)
+        known = self.in_kernel.axes
+        if known is not None and index is known[0]:
+            # the same array but for axes of one (a slice read through its reshape)
+            mine = [k for k, d in enumerate(shape) if d != 1]
+            theirs = [k for k, d in enumerate(known[2]) if d != 1]
+            if [shape[k] for k in mine] == [known[2][k] for k in theirs]:
+                return known[1][theirs[mine.index(axis)]]
+        stride = math.prod(shape[axis + 1:])
         along = Bin("/", index, Int(stride)) if stride > 1 else index
-        return along if axis == 0 else Bin("%", along, Int(v.type.shape[axis]))
+        return along if math.prod(shape[:axis]) == 1 else Bin("%", along, Int(shape[axis]))
 
 
 class LoweredModule(NamedTuple):

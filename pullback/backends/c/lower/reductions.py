@@ -110,7 +110,7 @@ def op_reduce(lw: Lowering, eqn: Eqn) -> None:
             full, ko, kr = [], iter(oidx), iter(ridx)
             for k in range(x.type.ndim):
                 full.append(next(kr) if k in axes else next(ko))
-            with lw.axes_known(linear(x.type.shape, full), full) as i:
+            with lw.axes_known(linear(x.type.shape, full), full, x.type.shape) as i:
                 accumulate(lw, eqn, acc, lw.elem(x, i))
 
         extent = math.prod(x.type.shape[a] for a in axes)
@@ -140,7 +140,8 @@ def _sum_leading(lw: Lowering, eqn: Eqn, rows: int, cols: int) -> None:
     with lw.loop("j", cols, pragma="simd"):
         lw.add(Set(Load(acc, j), Int(0)))
     with lw.loop(r, rows), lw.loop("j", cols, pragma="simd"), \
-            lw.axes_known(Sym(r) * cols + j, [Sym(r), j] if x.type.ndim == 2 else None) as i:
+            lw.axes_known(Sym(r) * cols + j, [Sym(r), j] if x.type.ndim == 2 else None,
+                           x.type.shape) as i:
         lw.add(Set(Load(acc, j), Bin("+", Load(acc, j), lw.elem(x, i))))
     with lw.loop("j", cols, pragma="simd"):
         lw.add(Set(Load(Sym(lw.vars[id(out)]), j),

@@ -63,13 +63,14 @@ class Buffers:
 class Fused:
     """Values computed where they are read: their element expressions (``exprs``),
     slices and their reshapes as the buffer they read and the map from their linear
-    index to its (``remaps``), broadcasts among them, transposes products read through,
+    index to its (``remaps``), those among them that read a kernel's axis indices
+    (``by_axes``: broadcasts, iotas, slices across rows), transposes products read through,
     and equations already computed with another (an epilogue by its product, a 0-d
     reshape by its one-element read)."""
 
     exprs: dict[int, Callable[[Expr], Expr]] = field(default_factory=dict)
     remaps: dict[int, tuple[Atom, Callable[[Expr], Expr]]] = field(default_factory=dict)
-    broadcasts: set[int] = field(default_factory=set)
+    by_axes: set[int] = field(default_factory=set)
     transposed: dict[int, tuple[Atom, tuple[int, ...]]] = field(default_factory=dict)
     absorbed: set[int] = field(default_factory=set)
 
@@ -77,7 +78,7 @@ class Fused:
 @dataclass
 class KernelBody:
     """In a kernel's body: its values as locals (None outside one); in a kernel by rows,
-    its element's linear index and its axis indices."""
+    its element's linear index, its axis indices and the shape they index."""
 
     locals: dict[int, str] | None = None
-    axes: tuple[Expr, list[Expr]] | None = None
+    axes: tuple[Expr, list[Expr], tuple[int, ...]] | None = None
