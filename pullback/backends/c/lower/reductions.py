@@ -39,6 +39,12 @@ if TYPE_CHECKING:
     from .lowering import Lowering
 
 
+#: The C type of a float max/min's NaN flag: an integer as wide as the operand, so the
+#: loop's SIMD lanes hold as many flags as values (a byte flag beside doubles made GCC
+#: take 64 lanes a step and leave a 100-long row's last 36 elements scalar).
+_FLAG = {"float32": "int32_t", "float64": "int64_t"}
+
+
 def accumulator(lw: Lowering, eqn: Eqn) -> tuple[str, tuple[str, ...]]:
     """Declare a reduction's accumulator; its name and the OpenMP clauses combining
     its copies across SIMD lanes and threads.  OpenMP's max and min drop NaNs, so a
@@ -61,7 +67,7 @@ def accumulator(lw: Lowering, eqn: Eqn) -> tuple[str, tuple[str, ...]]:
         return acc, (f"reduction({op}:{acc})",)
     # max and min are exact: in the operand's own type, with no conversions
     lw.add(Decl(acc, ctype(dt), Const(-math.inf if kind == "max" else math.inf, dt)))
-    lw.add(Decl(acc + "n", "uint8_t"))
+    lw.add(Decl(acc + "n", _FLAG[dt.name]))
     return acc, (f"reduction({op}:{acc})", f"reduction(|:{acc}n)")
 
 
@@ -73,10 +79,13 @@ def accumulate(lw: Lowering, eqn: Eqn, acc: str, v: Expr) -> None:
         lw.add(Set(a, Bin("|" if kind in ("sum", "max") else "&", a, v)))
     elif kind in ("sum", "prod"):
         lw.add(Set(a, Bin("+" if kind == "sum" else "*", a, v)))
-    else:  # a later equal value wins, as in NumPy's loops (0.0 vs -0.0)
+    else:  # a later equal value wins, as in NumPy's loops (0.0 vs -0.0); the
+        # accumulator is compared first, x86's maxpd/minpd (one instruction, where
+        # "e >= a ? e : a" is a compare and a blend): they differ only for a NaN e,
+        # which the flag answers for
         e = Sym(lw.fresh("e"))
         lw.add(Decl(e.name, ctype(dt), v))
-        lw.add(Set(a, Cond(Bin(">=" if kind == "max" else "<=", e, a), e, a)))
+        lw.add(Set(a, Cond(Bin(">" if kind == "max" else "<", a, e), a, e)))
         if dt.is_float:
             lw.add(Set(Sym(acc + "n"), Bin("!=", e, e), "|="))
 
