@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 from .arena import place_arena
 from .counted import count_short_ranges
+from .guarded import guard_locals
 from .ir import PARALLEL_MIN, LoopFunc, LoopModule
 from .panels import panel_products
 from .splitting import split_kernels
@@ -22,6 +23,10 @@ def _panels(func: LoopFunc, _: Parallel) -> None:
 
 def _transposed(func: LoopFunc, _: Parallel) -> None:
     func.body = transpose_products(func.body)
+
+
+def _guarded(func: LoopFunc, _: Parallel) -> None:
+    func.body = guard_locals(func.body)
 
 
 def _split(func: LoopFunc, runs_parallel: Parallel) -> None:
@@ -41,6 +46,7 @@ def _counted(func: LoopFunc, _: Parallel) -> None:
 LOOP_PASSES: list[tuple[str, Callable[[LoopFunc, Parallel], None]]] = [
     ("panels", _panels),  # products read row by row computed a panel at a time
     ("transposed", _transposed),  # products read by whole columns computed transposed
+    ("guarded", _guarded),  # kernel locals read under a test of the index computed there
     ("split", _split),  # kernels choosing by index split into stretches
     ("arena", _arena),  # the entry's top-level buffers placed on the call's arena
     ("counted", _counted),  # short constant-bound program loops stop polling for Ctrl-C
