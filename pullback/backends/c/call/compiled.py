@@ -59,6 +59,7 @@ class Compiled:
                  prints: Sequence[Printed], source: str | Callable[[], str]):
         self.func = func
         self.call = module.call
+        self.bind = module.bind  # the entry bound to a call's fixed scalars and globals
         self.file: str = module.__file__  # the cache entry it was loaded from
         self.sites = list(sites)
         self.prints = list(prints)

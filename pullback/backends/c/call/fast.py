@@ -172,10 +172,19 @@ def fast_entry(staged: Staged, sig: Signature, args: tuple) -> FastEntry | None:
     pick = _picker(len(flat), guard, taken) if guard else None
     all_leaves = len(flat) == len(args) and all(a is x for a, x in zip(args, flat, strict=True))
     nested = None if all_leaves else tree
+    pinned = tuple((x.env, x.name, x.seen) for x in staged.captures if x.pinned)
+    rest = tuple(x for x in staged.captures if not x.pinned)
+    feeds = _feeds(staged)
+    bind = getattr(staged.runner, "bind", None)
+    if nested is None and (guard or rest) and (feeds is not None or not rest) and \
+            bind is not None:
+        # the module checks the Python scalars and reads the globals itself: a call is
+        # one call of native code from Jitted.__call__
+        env, names = (feeds[0], tuple(x.name for x in rest)) if rest else (None, None)
+        call = bind(len(flat), guard, tuple(taken), env, names)
+        pick, rest, feeds = None, (), None
     return FastEntry(call, form(shape_form, ins, outs), nested, pick,
-                     (len(flat), guard) if guard else (), nest,
-                     tuple((x.env, x.name, x.seen) for x in staged.captures if x.pinned),
-                     tuple(x for x in staged.captures if not x.pinned), _feeds(staged))
+                     (len(flat), guard) if guard else (), nest, pinned, rest, feeds)
 
 
 def _feeds(staged: Staged) -> tuple[dict, Callable[[dict], Any], bool] | None:
