@@ -100,8 +100,8 @@ def zeros(shape: Any, dtype: Any = float, order: str = "C", *, device: Any = Non
 @register(np.empty)
 def empty(shape: Any, dtype: Any = float, order: str = "C", *, device: Any = None,
           like: Any = None) -> Atom:
-    """Zeros: NumPy leaves the memory uninitialised, and any content is a valid answer."""
-    return zeros(shape, dtype, order)
+    """Unspecified contents, as NumPy's (the interpreter's are zeros)."""
+    return S.empty(shape=_shape(shape), dtype=static_dtype(dtype) or float64)
 
 
 @register(np.ones)
@@ -133,8 +133,9 @@ def zeros_like(a: Any, dtype: Any = None, order: str = "K", subok: bool = True,
 @register(np.empty_like)
 def empty_like(prototype: Any, dtype: Any = None, order: str = "K", subok: bool = True,
                shape: Any = None, *, device: Any = None) -> Atom:
-    """Zeros, as for ``np.empty``."""
-    return zeros_like(prototype, dtype, order, subok, shape)
+    """Unspecified contents, as for ``np.empty``."""
+    shp, dt = _like(prototype, dtype, shape)
+    return S.empty(shape=shp, dtype=dt)
 
 
 @register(np.ones_like)

@@ -1,4 +1,5 @@
-"""Shape primitives: broadcast, reshape, transpose, slice, rev, concatenate, pad, iota.
+"""Shape primitives: broadcast, reshape, transpose, slice, rev, concatenate, pad, iota,
+empty.
 
 All take static shapes/axes as params; none of them computes, so the native backend
 folds them into the index arithmetic of the kernels around them.
@@ -409,5 +410,28 @@ iota = Op(
     params={"shape": "ints", "dim": "int", "dtype": "dtype"},
     fusion="elementwise",
     jvp=zero_jvp,  # a float iota (arange, linspace) is a constant
+    vjp=zero_vjp,
+)
+
+
+def _empty_infer(ts, shape, dtype):
+    if ts:
+        raise ShapeError(f"empty takes no operands, got {len(ts)}")
+    if any(d < 0 for d in shape):
+        raise ShapeError(f"empty: negative dimensions in {list(shape)}")
+    return TensorType(tuple(shape), dtype)
+
+
+#: ``np.empty``: an array whose contents are unspecified, as NumPy's are.  The
+#: interpreter makes zeros; native code allocates and writes nothing, so a buffer a
+#: program then writes whole (a loop's outputs by step) is not filled first, and
+#: updating it copies nothing.
+empty = Op(
+    "empty",
+    infer=_empty_infer,
+    arity=0,
+    impl=lambda shape, dtype: np.zeros(shape, dtype.np),
+    params={"shape": "ints", "dtype": "dtype"},
+    jvp=zero_jvp,
     vjp=zero_vjp,
 )

@@ -5,7 +5,9 @@ Scoped like the IR: a value computed in an enclosing block is reused inside a ne
 block, never the other way round, and never across sibling blocks.  The blocks of
 ``checkpoint`` and the custom-rule ops are closed (they read only their parameters), so
 they start from an empty table.  Never merged: effects, stack operations (each stack
-value is used once), equations that own blocks, and calls of functions with effects.
+value is used once), equations that own blocks, calls of functions with effects, and
+``empty`` (each is a buffer of its own to fill: merged, the second's updates would copy
+the first's).
 Operands of commutative ops are compared in either order.
 """
 
@@ -66,7 +68,8 @@ class _CSE(Forward):
         return found
 
     def mergeable(self, eqn: Eqn) -> bool:
-        if not eqn.outputs or eqn.op.blocks or self.effects.eqn(eqn):
+        if not eqn.outputs or eqn.op.blocks or eqn.op.name == "empty" or \
+                self.effects.eqn(eqn):
             return False
         return not any(isinstance(v.type, StackType) for v in (*eqn.inputs, *eqn.outputs))
 

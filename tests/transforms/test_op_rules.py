@@ -66,6 +66,7 @@ EXCLUDED = {
     "random_bits": "integer result",
     # No operands at all: a float iota is a constant.
     "iota": "no operands",
+    "empty": "no operands",
     # Integer and bool operands only.
     "and": "bool/integer only",
     "or": "bool/integer only",

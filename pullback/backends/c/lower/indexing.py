@@ -68,8 +68,8 @@ def _update_of(lw: Lowering, eqn: Eqn, one: bool = False) -> None:
     is one element, read before it is written, so the buffer is taken even if loops
     elsewhere read it at other positions (``u[0]`` read by a slice, then ``u[i] = ...``
     in a loop: no copy of ``u`` per element written).  An operand that is one constant
-    everywhere (``np.empty``'s zeros, which several arrays of a shape share) is written
-    as the constant rather than read."""
+    everywhere (zeros, which several arrays of a shape share) is written as the
+    constant rather than read; one of unspecified contents (``np.empty``) not at all."""
     (out,) = eqn.outputs
     x, *others = eqn.inputs
     name = lw.vars.get(id(x)) if isinstance(x, Var) else None
@@ -78,6 +78,9 @@ def _update_of(lw: Lowering, eqn: Eqn, one: bool = False) -> None:
             lw.reuse(out, s.at, s.at, [name], shifted=one):
         return
     lw.define(out)
+    producer = lw.plan.producers.get(id(x))
+    if producer is not None and producer.op.name == "empty":
+        return
     fill = _filled(lw, x)
     lw.flat_loop(out, lambda i: fill if fill is not None else lw.elem(x, i))
 

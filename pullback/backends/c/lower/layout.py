@@ -1,5 +1,5 @@
 """Handlers of layout ops: ``broadcast_in_dim``, ``reshape``, ``transpose``, ``slice``,
-``rev``, ``iota``, ``concatenate`` and ``pad``.
+``rev``, ``iota``, ``empty``, ``concatenate`` and ``pad``.
 
 Fused (``plan.fusion``), most are read where used: a broadcast at the loop's axis
 indices, a slice or reshape of one through a map of the linear index, a concatenation or
@@ -142,6 +142,12 @@ def op_rev(lw: Lowering, eqn: Eqn) -> None:
     dims = eqn.params["dims"]
     lw.gather_loop(eqn.outputs[0], x, lambda idx: [
         Int(x.type.shape[k] - 1) - i if k in dims else i for k, i in enumerate(idx)])
+
+
+@handles("empty")
+def op_empty(lw: Lowering, eqn: Eqn) -> None:
+    """A buffer, nothing written (``np.empty``'s contents are unspecified)."""
+    lw.define(eqn.outputs[0])
 
 
 @handles("iota")
