@@ -33,6 +33,14 @@ def plain(x):
     return x * 3.0
 
 
+def helper(x):
+    return x + 1.0
+
+
+def uses_helper(x):
+    return helper(x) * 2.0
+
+
 def _kind(jitted) -> str:
     return type(jitted._spec.fast.call).__name__
 
@@ -65,6 +73,21 @@ def test_a_global_of_another_type_or_value_and_other_calls_answer_as_python():
         n_times(X, 3, 4)
 
 
+def test_a_global_function_rebound_is_staged_again():
+    global helper
+    jitted = pb.jit(uses_helper, backend="c")
+    for _ in range(2):
+        np.testing.assert_array_equal(jitted(X), uses_helper(X))
+    assert _kind(jitted) == "bound_entry"  # it checks that helper is still helper
+    first = helper
+    try:
+        helper = np.sin
+        np.testing.assert_allclose(jitted(X), np.sin(X) * 2.0, rtol=1e-15)
+    finally:
+        helper = first
+    np.testing.assert_array_equal(jitted(X), uses_helper(X))
+
+
 def test_the_collector_sees_what_a_bound_entry_holds():
     """A bound entry holds a module's globals, which may hold it (through the jitted
     function): a cycle the collector must see through (``tp_traverse``)."""
@@ -78,7 +101,7 @@ def test_the_collector_sees_what_a_bound_entry_holds():
 
     env = {"probe": Probe()}
     alive = weakref.ref(env["probe"])
-    env["bound"] = runner.bind(1, (), (0,), env, ())
+    env["bound"] = runner.bind(1, (), (), (0,), env, ())
     np.testing.assert_array_equal(env["bound"]((X,), jitted._spec.fast.form), plain(X))
     del env
     gc.collect()

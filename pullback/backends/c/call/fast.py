@@ -176,13 +176,13 @@ def fast_entry(staged: Staged, sig: Signature, args: tuple) -> FastEntry | None:
     rest = tuple(x for x in staged.captures if not x.pinned)
     feeds = _feeds(staged)
     bind = getattr(staged.runner, "bind", None)
-    if nested is None and (guard or rest) and (feeds is not None or not rest) and \
-            bind is not None:
-        # the module checks the Python scalars and reads the globals itself: a call is
-        # one call of native code from Jitted.__call__
+    if nested is None and (pinned or guard or rest) and (feeds is not None or not rest) \
+            and bind is not None:
+        # the module checks the globals and the Python scalars and reads the globals
+        # itself: a call is one call of native code from Jitted.__call__
         env, names = (feeds[0], tuple(x.name for x in rest)) if rest else (None, None)
-        call = bind(len(flat), guard, tuple(taken), env, names)
-        pick, rest, feeds = None, (), None
+        call = bind(len(flat), pinned, guard, tuple(taken), env, names)
+        pinned, pick, rest, feeds = (), None, (), None
     return FastEntry(call, form(shape_form, ins, outs), nested, pick,
                      (len(flat), guard) if guard else (), nest, pinned, rest, feeds)
 

@@ -723,9 +723,10 @@ static int pb_can_hand_over(PyObject *const *obj, int j, void *const *in,
  * argument over (pb_entry.donor): the argument itself comes back, updated in place, or,
  * where it cannot be written (read-only, or overlapping another argument), a copy of
  * it; NotImplemented when an argument is not of the compiled type and shape (the caller
- * converts and retries). */
-static PyObject *pb_call_on(PyObject *self, PyObject *const *args, Py_ssize_t n,
-                            PyObject *form_bytes) {
+ * converts and retries).  Inlined in its two callers (the glue builds at -O1, which
+ * would call it: 20-30 ns more a call). */
+static inline __attribute__((always_inline)) PyObject *pb_call_on(
+        PyObject *self, PyObject *const *args, Py_ssize_t n, PyObject *form_bytes) {
     const pb_state *st = (const pb_state *)PyModule_GetState(self);
     const pb_entry *e = st->entry;
     const int n_in = e->n_in, n_out = e->n_out;
@@ -827,16 +828,17 @@ static PyObject *pb_call(PyObject *self, PyObject *const *argv, Py_ssize_t argc)
 
 /* A module's entry bound to what a call like the last checks and reads besides its
  * arguments (pullback/backends/c/call/fast.py): called with (args, form), it checks that
- * args has size arguments and the Python scalars the code was specialised on at their
- * places (their type, then their value), passes on the arguments at the places taken,
- * followed by the values of the globals names in the dict env, and runs the entry on
- * them as call does; NotImplemented where a scalar differs or a global is gone (the
- * caller's general path says why).  In Python, this took a third of a call of a small
- * function (0.4 us). */
+ * args has size arguments, that the globals pinned (dict, name, object) are still those
+ * objects and the Python scalars the code was specialised on are at their places (their
+ * type, then their value), passes on the arguments at the places taken, followed by the
+ * values of the globals names in the dict env, and runs the entry on them as call does;
+ * NotImplemented where a global or a scalar differs or a global is gone (the caller's
+ * general path says why).  In Python, this took half of a call of a small function
+ * (0.4 us). */
 typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
-    PyObject *module, *fixed, *env, *names; /* fixed: ((place, type, value), ...) */
+    PyObject *module, *pinned, *fixed, *env, *names; /* fixed: ((place, type, value), ...) */
     Py_ssize_t size, n_taken, *taken;       /* env, names: NULL when none are read */
 } pb_bound;
 
@@ -849,6 +851,14 @@ static PyObject *pb_bound_call(PyObject *self, PyObject *const *argv, size_t nar
     }
     PyObject *args = argv[0];
     if (PyTuple_GET_SIZE(args) != b->size) Py_RETURN_NOTIMPLEMENTED;
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(b->pinned); k++) {
+        PyObject *g = PyTuple_GET_ITEM(b->pinned, k);
+        PyObject *now = PyDict_GetItemWithError(PyTuple_GET_ITEM(g, 0), PyTuple_GET_ITEM(g, 1));
+        if (now != PyTuple_GET_ITEM(g, 2)) {
+            if (PyErr_Occurred()) return NULL;
+            Py_RETURN_NOTIMPLEMENTED;
+        }
+    }
     for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(b->fixed); k++) {
         PyObject *f = PyTuple_GET_ITEM(b->fixed, k);
         PyObject *now = PyTuple_GET_ITEM(args, PyLong_AsSsize_t(PyTuple_GET_ITEM(f, 0)));
@@ -877,6 +887,7 @@ static PyObject *pb_bound_call(PyObject *self, PyObject *const *argv, size_t nar
 static int pb_bound_traverse(PyObject *self, visitproc visit, void *arg) {
     pb_bound *b = (pb_bound *)self;
     Py_VISIT(b->module);
+    Py_VISIT(b->pinned);
     Py_VISIT(b->fixed);
     Py_VISIT(b->env);
     Py_VISIT(b->names);
@@ -886,6 +897,7 @@ static int pb_bound_traverse(PyObject *self, visitproc visit, void *arg) {
 static int pb_bound_clear(PyObject *self) {
     pb_bound *b = (pb_bound *)self;
     Py_CLEAR(b->module);
+    Py_CLEAR(b->pinned);
     Py_CLEAR(b->fixed);
     Py_CLEAR(b->env);
     Py_CLEAR(b->names);
@@ -911,14 +923,22 @@ static PyTypeObject pb_bound_type = {
     .tp_dealloc = pb_bound_dealloc,
 };
 
-/* bind(size, fixed, taken, env, names): the entry bound (pb_bound); env and names None
- * when the code reads no globals. */
+/* bind(size, pinned, fixed, taken, env, names): the entry bound (pb_bound); env and
+ * names None when the code reads no globals. */
 static PyObject *pb_bind(PyObject *self, PyObject *args) {
     Py_ssize_t size;
-    PyObject *fixed, *taken, *env, *names;
-    if (!PyArg_ParseTuple(args, "nO!O!OO", &size, &PyTuple_Type, &fixed, &PyTuple_Type,
-                          &taken, &env, &names))
+    PyObject *pinned, *fixed, *taken, *env, *names;
+    if (!PyArg_ParseTuple(args, "nO!O!O!OO", &size, &PyTuple_Type, &pinned, &PyTuple_Type,
+                          &fixed, &PyTuple_Type, &taken, &env, &names))
         return NULL;
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(pinned); k++) {
+        PyObject *g = PyTuple_GET_ITEM(pinned, k);
+        if (!PyTuple_Check(g) || PyTuple_GET_SIZE(g) != 3 ||
+            !PyDict_Check(PyTuple_GET_ITEM(g, 0))) {
+            PyErr_SetString(PyExc_ValueError, "bind: pinned holds (dict, name, object)");
+            return NULL;
+        }
+    }
     const int reads = env != Py_None;
     if ((reads && (!PyDict_Check(env) || !PyTuple_Check(names))) ||
         (!reads && names != Py_None)) {
@@ -942,10 +962,9 @@ static PyObject *pb_bind(PyObject *self, PyObject *args) {
     b->size = size;
     b->n_taken = PyTuple_GET_SIZE(taken);
     b->taken = PyMem_Malloc((b->n_taken + 1) * sizeof(Py_ssize_t));
-    Py_INCREF(self);
-    Py_INCREF(fixed);
-    b->module = self;
-    b->fixed = fixed;
+    b->module = Py_NewRef(self);
+    b->pinned = Py_NewRef(pinned);
+    b->fixed = Py_NewRef(fixed);
     b->env = reads ? Py_NewRef(env) : NULL;
     b->names = reads ? Py_NewRef(names) : NULL;
     PyObject_GC_Track((PyObject *)b);
@@ -968,8 +987,8 @@ static PyMethodDef pb_methods[] = {
     {"call", (PyCFunction)(void (*)(void))pb_call, METH_FASTCALL,
      "call(args, form): the results, or NotImplemented for other argument types"},
     {"bind", pb_bind, METH_VARARGS,
-     "bind(size, fixed, taken, env, names): the entry, checking and reading what a call "
-     "like the last does besides its arguments (its Python scalars, its globals)"},
+     "bind(size, pinned, fixed, taken, env, names): the entry, checking and reading what a "
+     "call like the last does besides its arguments (its globals, its Python scalars)"},
     {"set_hooks", pb_set_hooks, METH_VARARGS,
      "set_hooks(printer(k, operand bytes), faulter(exc, msg, check, floats, ints))"},
     {"set_limits", pb_set_limits, METH_VARARGS,
