@@ -1,6 +1,8 @@
 """Kernels reading slices across rows (an LSTM's gates, ``z[:, n:2 * n]``) run by rows:
 each read is at the row and column indices, with no division of a flat index, which GCC
-vectorises as a gather per lane; the values equal NumPy's, and so does the gradient."""
+vectorises as a gather per lane; the values equal NumPy's, and so does the gradient.  A
+window at a run-time start (``xs[:, t]`` in a loop over time) is read in place by the
+kernels that read it, slices of it too, rather than copied out first."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import pytest
 import pullback as pb
 from pullback.backends import c
 from pullback.backends.c.build import compiler
+from pullback.backends.c.loops.ir import Load, Set, Sym, walk
 
 pytestmark = pytest.mark.skipif(not compiler.have_compiler(), reason="no C compiler")
 
@@ -73,3 +76,40 @@ def test_the_gradient_through_sliced_gates_matches_central_differences():
             down[k][j] -= eps
             want[j] = (cell_loss(*up) - cell_loss(*down)) / (2 * eps)
         np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-8)
+
+
+def over_time(xs, c0):
+    """An LSTM-like cell over the time axis, reading each step's window and its gates."""
+    h, c_prev = np.zeros_like(c0), c0
+    total = np.zeros_like(c0)
+    for t in range(xs.shape[1]):
+        h, c_prev = cell(xs[:, t] + np.concatenate([h, h, h, h], axis=-1), c_prev)
+        total = total + h
+    return total, c_prev
+
+
+def test_windows_at_run_time_starts_are_read_in_place():
+    xs, c0 = RNG.standard_normal((6, 5, 4 * 24)), RNG.standard_normal((6, 24))
+    total, c_last = pb.jit(over_time, backend="c")(xs, c0)
+    want_total, want_c = over_time(xs, c0)
+    np.testing.assert_allclose(total, want_total, rtol=1e-13)
+    np.testing.assert_allclose(c_last, want_c, rtol=1e-13)
+    module = c.source_of(pb.jit(over_time, backend="c").lower(xs, c0).ir).module
+    copies = [s for f in module.funcs for s in walk(f.body) if isinstance(s, Set) and
+              isinstance(s.value, Load) and isinstance(s.value.ptr, Sym) and
+              re.fullmatch(r"p\d+", s.value.ptr.name)]
+    assert copies == []  # no window of xs copied out of the parameter
+    assert _divisions(over_time, xs, c0) == []
+    grad = pb.jit(pb.grad(lambda a, b: np.sum(over_time(a, b)[0] ** 2), argnums=(0, 1)))
+    dxs, dc0 = grad(xs, c0)
+    for got, k in ((dxs, 0), (dc0, 1)):
+        probe = RNG.standard_normal(got.shape)
+        args = [xs.copy(), c0.copy()]
+
+        def at(e, args=args, k=k, probe=probe):
+            moved = list(args)
+            moved[k] = args[k] + e * probe
+            return np.sum(over_time(*moved)[0] ** 2)
+
+        want = (at(1e-6) - at(-1e-6)) / 2e-6
+        np.testing.assert_allclose(np.sum(got * probe), want, rtol=1e-6)

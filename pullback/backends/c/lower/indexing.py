@@ -48,10 +48,22 @@ def _starts(lw: Lowering, x: Atom, starts: Sequence[Atom], sizes: Sequence[int])
 
 @handles("dynamic_slice")
 def op_dynamic_slice(lw: Lowering, eqn: Eqn) -> None:
-    """A window copied out; a one-element window read by a reshape to 0-d (``scalars``)
-    is one load into the reshape's local."""
-    x, *starts = eqn.inputs
+    """A window read where used (a map from its linear index to its operand's, at the
+    starts, clamped here) when fused, else copied out; a one-element window read by a
+    reshape to 0-d (``scalars``) is one load into the reshape's local."""
+    (out,), (x, *starts) = eqn.outputs, eqn.inputs
     at = _starts(lw, x, starts, eqn.params["sizes"])
+    if id(out) in lw.plan.fusible:
+        def window(i: Expr) -> Expr:
+            return lw.index_at(x.type.shape, [s + lw.axis_index(out.type.shape, d, i)
+                                              for d, s in enumerate(at)])
+
+        src, inner = lw.fused.remaps.get(id(x), (x, None))
+        lw.fused.remaps[id(out)] = (src, window if inner is None else
+                                    lambda i: inner(window(i)))
+        lw.read_shifted(src)
+        lw.fused.by_axes.add(id(out))
+        return
     reshape = lw.plan.element_reads.get(id(eqn))
     if reshape is not None:
         name = lw.define(reshape.outputs[0])

@@ -114,8 +114,9 @@ def op_slice(lw: Lowering, eqn: Eqn) -> None:
     def at(i: Expr) -> Expr:
         if rows:  # whole rows: the same element of a block starting further on
             return i + offset if offset else i
-        return linear(x.type.shape, [s + lw.axis_index(out.type.shape, d, i) * st for d, (s, st)
-                                     in enumerate(zip(start, stride, strict=True))])
+        return lw.index_at(x.type.shape, [
+            s + lw.axis_index(out.type.shape, d, i) * st
+            for d, (s, st) in enumerate(zip(start, stride, strict=True))])
 
     if id(out) in lw.plan.fusible and id(x) in lw.fused.exprs:  # computed there
         lw.fused.exprs[id(out)] = lambda i: lw.elem(x, at(i))

@@ -122,6 +122,9 @@ class Lowering:
         self.buffers = Buffers()
         self.fused = Fused()
         self.in_kernel = KernelBody()
+        #: linear indices made from axis indices (``index_at``), by id: the index (kept
+        #: alive), the axis indices, which ``axis_index`` reads back, and the shape
+        self.made_at: dict[int, tuple[Expr, list[Expr], tuple[int, ...]]] = {}
 
     # -- statements and names -------------------------------------------------------------
 
@@ -587,15 +590,25 @@ class Lowering:
         finally:
             self.in_kernel.axes = outer
 
+    def index_at(self, shape: Sequence[int], axes: list[Expr]) -> Expr:
+        """The linear index of the element at ``axes`` of an array of ``shape``, which
+        ``axis_index`` maps back to ``axes`` (a slice of a slice or of a window reads
+        its operand's operand with no division)."""
+        index = linear(shape, axes)
+        self.made_at[id(index)] = (index, axes, tuple(shape))
+        return index
+
     def axis_index(self, shape: Sequence[int], axis: int, index: Expr) -> Expr:
         """The index along ``axis`` of element ``index`` (a linear index) of an array of
         ``shape``: the kernel's own axis index when ``index`` is its element's and the
         kernel runs over ``shape`` up to axes of one (a reshape reads at the same linear
-        index), else arithmetic."""
+        index) or ``index`` was made by ``index_at``, else arithmetic."""
         if shape[axis] == 1:
             return Int(0)
         known = self.in_kernel.axes
-        if known is not None and index is known[0]:
+        if known is None or index is not known[0]:
+            known = self.made_at.get(id(index))
+        if known is not None:
             # the same array but for axes of one (a slice read through its reshape)
             mine = [k for k, d in enumerate(shape) if d != 1]
             theirs = [k for k, d in enumerate(known[2]) if d != 1]

@@ -375,10 +375,11 @@ def fused_values(blk: Block, runs: dict[int, list[Eqn]], stored: Collection[int]
 def index_maps(blk: Block, readers: dict[int, list[Eqn]], outside: Collection[int],
                fused: Collection[int]) -> set[int]:
     """Layout values computed where read instead of into a buffer, since reading them
-    costs an index computation and one load: slices (of a buffer or of such a value) and
-    reshapes of them, read at the index they map to; reshapes adding or dropping a last
-    axis of size 1 of a value computed where read (so is the reshape); and gathers of a 1-d array (a
-    buffer or such a value) that only pointwise equations read, each element loaded by
+    costs an index computation and one load: slices (of a buffer or of such a value;
+    windows at run-time starts of a buffer) and reshapes of them, read at the index they
+    map to; reshapes adding or dropping a last axis of size 1 of a value computed where
+    read (so is the reshape); and gathers of a 1-d array (a buffer or such a value) that
+    only pointwise equations read, each element loaded by
     its index in the loops that read it (their indices tested once, where they are
     made).  Values read outside the block or that keep their buffer (``outside``), and
     operands computed in their readers' loops (``fused``), are left alone.  So are, for
@@ -398,7 +399,8 @@ def index_maps(blk: Block, readers: dict[int, list[Eqn]], outside: Collection[in
         name = e.op.name
         pointwise_readers = bool(readers.get(id(v))) and all(
             is_pointwise(c) for c in readers[id(v)])
-        if name == "slice" and id(x) not in fused:
+        if name == "slice" and id(x) not in fused or name == "dynamic_slice" and \
+                id(x) not in fused and v.type.size > 1:  # (one element: ``scalars``)
             maps.add(id(v))
             sliced.add(id(v))
         elif name == "slice" and id(x) in fused and _rows_from(e) and \
