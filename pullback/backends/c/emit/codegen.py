@@ -357,7 +357,7 @@ class _C(ExprPrinter):
         lda, ldb = (m if s.trans_a else k), (k if s.trans_b else n)
         # the runtime's packed kernels where BLAS's are narrower than the CPU's vectors
         # or the product is one BLAS would spend packing B for (runtime.h)
-        self.line(f"if (pb_packed_gemm({m}, {n}, {k})) "
+        self.line(f"if (pb_packed_gemm({s.whole or m}, {n}, {k})) "
                   f"{loop}{{ if (pb_gemm_packed_{s.dtype.name}({args})) goto oom; }}")
         self.line("else {")
         # BLAS adds into C itself (by name: a function cut into parts has new Syms)

@@ -358,6 +358,9 @@ class Gemm(Stmt):
     blas: bool
     alpha: Expr | None = None
     addend: Expr | None = None
+    #: A panel's rows of a product of ``whole`` rows (``panels.py``): the library kernels
+    #: are chosen for the whole product, so every panel's sums are the whole's (0: ``m``).
+    whole: int = 0
 
 
 #: A product of at most SHALLOW_ROWS rows times a transposed B, at most SHALLOW_DEPTH

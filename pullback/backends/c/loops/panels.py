@@ -122,7 +122,7 @@ def _paneled(stmts: list[Stmt], g: int) -> list[Stmt] | None:
             return replace(e, index=e.index - at * shifts[e.ptr.name])
         return e
 
-    product = replace(gemm, m=rows * group, a=gemm.a + at * (group * gemm.k))
+    product = replace(gemm, m=rows * group, a=gemm.a + at * (group * gemm.k), whole=m)
     flip, flipped = _flipped(gemm, alloc.ctype)
     if flip:
         product = replace(product, b=Sym(flipped[0].name), trans_b=False)
