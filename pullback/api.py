@@ -379,22 +379,13 @@ class Jitted:
             spec = self._spec
             fast = spec.fast
             if fast is not None and not kwargs:
-                call, form, tree, taken, _, nest, pinned, captures, feeds = fast
+                call, form, tree, taken, _, nest, pinned, captures, _ = fast
                 for env, name, seen in pinned:
                     if env.get(name) is not seen:
                         break
                 else:
-                    if tree is not None or taken is not None:
-                        out = fast.through(args, self._cells)
-                    elif not captures:
+                    if tree is None and taken is None and not captures:
                         out = call(args, form)
-                    elif feeds is not None:
-                        try:
-                            now = feeds[1](feeds[0])
-                        except KeyError:  # a global deleted: the general path says so
-                            out = NotImplemented
-                        else:
-                            out = call((*args, now) if feeds[2] else args + now, form)
                     else:
                         out = fast.through(args, self._cells)
                     if out is not NotImplemented:
