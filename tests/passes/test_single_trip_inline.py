@@ -11,6 +11,7 @@ import pytest
 import pullback as pb
 from pullback.passes.inline import inline
 
+from ..ode_program import rk4
 from .passcheck import check_pass
 
 
@@ -57,22 +58,6 @@ def test_a_loop_of_one_index_is_its_body():
           return %3, %4, %8
         }
     """)
-
-
-def rhs(x, y):
-    return x * np.concatenate((np.ones(1), y[:-1]))
-
-
-def rk4(x, s):
-    h = 2.0 / s
-    y = np.zeros_like(x)
-    for _ in range(s):
-        k1 = rhs(x, y)
-        k2 = rhs(x, y + h * k1 / 2)
-        k3 = rhs(x, y + h * k2 / 2)
-        k4 = rhs(x, y + h * k3)
-        y = y + h * (k1 + 2 * k2 + 2 * k3 + k4) / 6
-    return y
 
 
 @pytest.mark.parametrize("n", [1, 2, 7, 300])

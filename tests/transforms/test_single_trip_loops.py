@@ -11,30 +11,8 @@ import pytest
 
 import pullback as pb
 
-
-def _central(f, x: np.ndarray, eps: float = 1e-6) -> np.ndarray:
-    g = np.empty_like(x)
-    for k in range(x.size):
-        e = np.zeros_like(x)
-        e.flat[k] = eps
-        g.flat[k] = (f(x + e) - f(x - e)) / (2 * eps)
-    return g
-
-
-def rhs(x, y):
-    return x * np.concatenate((np.ones(1), y[:-1]))
-
-
-def rk4(x, s):
-    h = 2.0 / s
-    y = np.zeros_like(x)
-    for _ in range(s):
-        k1 = rhs(x, y)
-        k2 = rhs(x, y + h * k1 / 2)
-        k3 = rhs(x, y + h * k2 / 2)
-        k4 = rhs(x, y + h * k3)
-        y = y + h * (k1 + 2 * k2 + 2 * k3 + k4) / 6
-    return y
+from ..backends.c.differences import central_difference
+from ..ode_program import rk4
 
 
 def weighted(x, s):
@@ -56,12 +34,12 @@ def test_one_step_is_straight_line_code():
 @pytest.mark.parametrize("backend", ["c", "interp"])
 def test_gradient_of_one_step(n, backend):
     x = np.random.default_rng(n).random(n) + 0.5
-    want = _central(lambda v: weighted(v, 1), x)
+    want = central_difference(lambda v: weighted(v, 1), x)
     for grad in (pb.jit(pb.grad(weighted), backend=backend),
                  pb.grad(pb.jit(weighted, backend=backend))):
         np.testing.assert_allclose(grad(x, 1), want, rtol=1e-7, atol=1e-9)
     last = pb.jit(pb.grad(lambda v, s: rk4(v, s)[-1]), backend=backend)
-    np.testing.assert_allclose(last(x, 1), _central(lambda v: rk4(v, 1)[-1], x),
+    np.testing.assert_allclose(last(x, 1), central_difference(lambda v: rk4(v, 1)[-1], x),
                                rtol=1e-7, atol=1e-9)
 
 
@@ -97,7 +75,7 @@ def test_index_carries_and_nesting(backend):
     rng = np.random.default_rng(4)
     x, w = rng.random(6) + 0.5, rng.random(6) + 0.5
     gx, gw = pb.jit(pb.grad(mixed, argnums=(0, 1)), backend=backend)(x, w)
-    np.testing.assert_allclose(gx, _central(lambda v: mixed(v, w), x), rtol=1e-7)
-    np.testing.assert_allclose(gw, _central(lambda v: mixed(x, v), w), rtol=1e-7)
+    np.testing.assert_allclose(gx, central_difference(lambda v: mixed(v, w), x), rtol=1e-7)
+    np.testing.assert_allclose(gw, central_difference(lambda v: mixed(x, v), w), rtol=1e-7)
     got = pb.jit(pb.grad(nested), backend=backend)(x)
-    np.testing.assert_allclose(got, _central(nested, x), rtol=1e-7)
+    np.testing.assert_allclose(got, central_difference(nested, x), rtol=1e-7)
