@@ -16,7 +16,7 @@ import pytest
 
 import pullback as pb
 from pullback.backends import c
-from pullback.backends.c.build import compiler, threads, tuning
+from pullback.backends.c.build import compiler, threads, tuning, units
 from pullback.backends.c.loops.ir import PARALLEL_MIN
 
 needs_cc = pytest.mark.skipif(not compiler.have_compiler(), reason="no C compiler")
@@ -26,7 +26,7 @@ needs_cc = pytest.mark.skipif(not compiler.have_compiler(), reason="no C compile
 def fresh(tmp_path, monkeypatch):
     """A private cache, two threads, and no threshold remembered by this process."""
     monkeypatch.setenv("PULLBACK_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setenv(threads.THREADS_ENV, "2")
+    monkeypatch.setenv(units.THREADS_ENV, "2")
     threads.parallel_min.cache_clear()
     yield tmp_path / "cache"
     threads.parallel_min.cache_clear()

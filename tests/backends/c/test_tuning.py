@@ -36,6 +36,26 @@ def test_gemm_goes_by_the_geometric_mean_over_the_shapes():
     assert tuning.choose_gemm(lost) == "blas"
 
 
+def _record(packed: float, blas: float) -> dict:
+    seconds = {f"{m}x{n}x{k}": {"packed": packed, "blas": blas}
+               for m, n, k in tuning.GEMM_SHAPES + tuning.FEW_ROW_SHAPES}
+    return {"choice": "blas" if blas <= packed * (1 + tuning.MARGIN) else "packed",
+            "few": "packed", "seconds": seconds}
+
+
+@pytest.mark.parametrize("packed,blas,one,several", [
+    (1.0, 1.0, "blas", "packed"),  # a tie: one thread keeps OpenBLAS, a team its own
+    (1.0, 0.5, "blas", "blas"),  # OpenBLAS clearly faster: on any number of threads
+    (0.5, 1.0, "packed", "packed"),
+])
+def test_a_team_of_threads_takes_the_packed_kernels_unless_openblas_wins(packed, blas, one,
+                                                                         several):
+    record = _record(packed, blas)
+    assert tuning.in_team(record, "choice", 1) == one
+    assert tuning.in_team(record, "choice", 2) == several
+    assert tuning.in_team(record, "few", 2) == several  # the same rule for few rows
+
+
 def test_nothing_is_measured_without_avx512(cache_dir, monkeypatch):
     def measure(*args):
         raise AssertionError("measured")

@@ -193,7 +193,7 @@ def _choose_gemm(packed: str, source: str) -> None:
     library = ctypes.CDLL(packed)
     for kind, flag in (("choice", "pb_gemm_packed_chosen"), ("few", "pb_gemm_packed_few_chosen")):
         choice = tuning.gemm_choice(Path(packed), openblas_library(), tuning.cpu_id(), source,
-                                    kind)
+                                    kind, units.team_size())
         ctypes.c_int.in_dll(library, flag).value = choice == "packed"
 
 
@@ -692,7 +692,7 @@ def _measured_gemm() -> str:
         return ""
     with contextlib.suppress(Exception):  # no usable cache or OpenBLAS: not measured
         return tuning.cached_gemm_choice(openblas_library(), tuning.cpu_id(),
-                                         libraries.LIBRARIES["pbpacked"][0])
+                                         libraries.LIBRARIES["pbpacked"][0], units.team_size())
     return ""
 
 

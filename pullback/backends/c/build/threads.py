@@ -5,16 +5,13 @@ and how long OpenBLAS's idle threads spin (``choose_blas_wait``)."""
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import os
 import threading
 
-from .... import config
 from . import compiler, tuning
-from .units import usable_cores
+from .units import team_size
 
-THREADS_ENV = "PULLBACK_NUM_THREADS"
 BLAS_WAIT_ENV = "OPENBLAS_THREAD_TIMEOUT"
 #: How long OpenBLAS's idle threads spin before they sleep: 2**16 cycles (tens of
 #: microseconds, enough for the next product of a run of them), not OpenBLAS's 2**28
@@ -29,17 +26,6 @@ def choose_blas_wait() -> None:
     """How long OpenBLAS's idle threads spin, read when pullback's OpenBLAS loads (after
     this module's import: the first compiled module links it), unless the user set it."""
     os.environ.setdefault(BLAS_WAIT_ENV, BLAS_WAIT)
-
-
-def team_size() -> int:
-    """The threads a parallel loop runs on: PULLBACK_NUM_THREADS, else OpenMP's own
-    default (OMP_NUM_THREADS's first level, else the CPUs this process may run on)."""
-    wanted = config.whole_number(THREADS_ENV, 1)
-    if wanted is not None:
-        return wanted
-    with contextlib.suppress(ValueError):
-        return max(1, int(os.environ.get("OMP_NUM_THREADS", "").split(",")[0]))
-    return usable_cores()
 
 
 #: Compiles on several threads (tiered) would measure at once, each slowing the other's

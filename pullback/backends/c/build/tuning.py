@@ -239,12 +239,13 @@ def choose(seconds: Mapping[str, float], default: str) -> str:
     return best if seconds[best] < (1 - MARGIN) * seconds[default] else default
 
 
-def choose_gemm(seconds: Mapping[tuple[int, int, int], Mapping[str, float]]) -> str:
-    """``packed`` where the packed kernels' times, over the shapes measured, have a
-    geometric mean below OpenBLAS's by MARGIN; else ``blas``."""
+def choose_gemm(seconds: Mapping[tuple[int, int, int], Mapping[str, float]],
+                default: str = "blas") -> str:
+    """Who of ``packed`` and ``blas`` has the least geometric mean of times over the
+    shapes measured, unless it beats ``default``'s by less than MARGIN."""
     mean = {who: math.exp(sum(math.log(t[who]) for t in seconds.values()) / len(seconds))
             for who in ("packed", "blas")}
-    return choose(mean, "blas")
+    return choose(mean, default)
 
 
 def measured(what: str, key: Sequence[object], measure: Callable[[], dict]) -> dict:
@@ -453,22 +454,37 @@ def blas_measured(openblas: Path) -> str:
 
 
 def gemm_choice(packed: Path, openblas: Path, cpu_id: str, source: str,
-                kind: str = "choice") -> str:
+                kind: str = "choice", threads: int = 1) -> str:
     """``packed`` or ``blas``: who computes large float products (measured once per CPU,
     packed library's source and OpenBLAS), of few rows by a large B where ``kind`` is
-    ``few``."""
+    ``few``, in a process whose parallel loops run on ``threads`` (``in_team``)."""
     if not has_avx512(cpu_id):
         return "blas"
     record = measured("gemm", [blas_measured(openblas), source, cpu_id],
                       lambda: measure_gemm(packed, openblas))
-    return record[kind]
+    return in_team(record, kind, threads)
 
 
-def cached_gemm_choice(openblas: Path, cpu_id: str, source: str) -> str:
+def cached_gemm_choice(openblas: Path, cpu_id: str, source: str, threads: int = 1) -> str:
     """``gemm_choice`` as an earlier process measured it, or ``""``: nothing measured."""
     path = cache.existing(cache.key("tuning", "gemm", blas_measured(openblas), source,
                                     cpu_id), "tuning-gemm.json")
-    return "" if path is None else json.loads(cache.payload(path))["choice"]
+    return "" if path is None else in_team(json.loads(cache.payload(path)), "choice", threads)
+
+
+def in_team(record: Mapping, kind: str, threads: int) -> str:
+    """The measured choice for ``kind`` on one thread; on several, the packed kernels
+    unless OpenBLAS was faster by MARGIN: they run on OpenMP's threads, as the loops
+    around them do, where OpenBLAS's own threads would share the cores with those (on
+    the Zen 5, 2 threads, where the two tie on one: an LSTM training step 27.8 ms with
+    OpenBLAS for the large products, 17.3-19.3 with the packed kernels; a transformer's
+    26.5 against 23.5-24.3; MLP and CNN steps alike)."""
+    if threads < 2 or "seconds" not in record:
+        return record[kind]
+    shapes = GEMM_SHAPES if kind == "choice" else FEW_ROW_SHAPES
+    seconds = {s: record["seconds"][f"{s[0]}x{s[1]}x{s[2]}"] for s in shapes
+               if f"{s[0]}x{s[1]}x{s[2]}" in record["seconds"]}
+    return choose_gemm(seconds, "packed") if seconds else record[kind]
 
 
 def measure_gemm(packed: Path, openblas: Path) -> dict:

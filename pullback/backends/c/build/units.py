@@ -12,8 +12,13 @@ printed), hidden (not exported from the shared object) in one compiled as severa
 
 from __future__ import annotations
 
+import contextlib
 import os
 
+from .... import config
+
+#: The variable that sets how many threads compiled code runs on.
+THREADS_ENV = "PULLBACK_NUM_THREADS"
 #: The line the module's text may be cut at.
 MARK = "/* pb: unit */"
 #: The storage class of a part: ``static`` unless the build defines it.
@@ -26,6 +31,17 @@ def usable_cores() -> int:
     """The cores this process may run on: as many units compile at once."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else \
         os.cpu_count() or 1
+
+
+def team_size() -> int:
+    """The threads a parallel loop runs on: PULLBACK_NUM_THREADS, else OpenMP's own
+    default (OMP_NUM_THREADS's first level, else the CPUs this process may run on)."""
+    wanted = config.whole_number(THREADS_ENV, 1)
+    if wanted is not None:
+        return wanted
+    with contextlib.suppress(ValueError):
+        return max(1, int(os.environ.get("OMP_NUM_THREADS", "").split(",")[0]))
+    return usable_cores()
 
 
 def units(text: str, cores: int) -> list[str]:

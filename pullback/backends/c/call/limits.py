@@ -25,7 +25,7 @@ from typing import Any
 
 from .... import config
 from ..build import compiler as build
-from ..build.threads import THREADS_ENV
+from ..build.units import THREADS_ENV
 
 KEEP_ENV = "PULLBACK_KEEP_MB"
 #: Threads per CPU beyond which PULLBACK_NUM_THREADS is lowered: libgomp starts a team

@@ -35,7 +35,8 @@ from ....ir.core import Eqn
 from ....ir.types import DType
 from ....ops.conv import dilated
 from ..build.compiler import BLAS_PREFIX
-from ..build.threads import runs_parallel, team_size
+from ..build.threads import runs_parallel
+from ..build.units import team_size
 from ..loops.ir import (
     Bin,
     Cast,
