@@ -270,8 +270,6 @@ class ReverseMode:
             index = TensorType((), int64)
         every = eqn.params.get("checkpoint", 0)
         trips = int(count.value) if is_for and isinstance(count, Lit) else None
-        if trips == 1 and not every:
-            return self._once(ctx, body, fit(bounds[0], body.params[0].type), xs, vin[3:])
         fwd, bwd, shifted = self.region(body, [False] * off + vcarry, vcarry, outer, index,
                                         None if every else off, trips=trips)
         if every:
@@ -307,14 +305,6 @@ class ReverseMode:
             ctx.btape = back[-1]
 
         return outs, vcarry, step
-
-    def _once(self, ctx: Context, body: Block, index: Atom, xs, vin):
-        """A ``for_loop`` that runs once (one Runge-Kutta step), differentiated where it
-        stands as straight-line code: no tape, and its results, which its backward does
-        not read, are left to go when nothing else reads them either (a gradient's
-        forward would otherwise compute the step only to throw it away)."""
-        outs = self.forward(ctx, body, [index, *xs], [False, *vin])
-        return outs, [ctx.is_varied(o) for o in outs], lambda ctx, cts: None
 
     def _snapshots(self, ctx: Context, eqn: Eqn, bounds, xs, every: int):
         """The forward loop of a checkpointed loop: the plain body, pushing the carried
