@@ -1,7 +1,8 @@
 """A ``for`` loop over a constant range of one index (a Runge-Kutta integration of one
 step, its step count a compile-time constant) is differentiated as straight-line code
-(``passes/inline.py`` replaces it by its body before reverse mode sees it): no tape, and a gradient's forward pass does not compute the step's result, which only
-the discarded primal value reads.  Gradients agree with float64 central differences on
+(``passes/inline.py`` replaces it by its body before reverse mode sees it): no tape,
+and a gradient's forward pass does not compute the step's result, which only the
+discarded primal value reads.  Gradients agree with float64 central differences on
 both backends, and value_and_grad's value with NumPy's bits."""
 
 from __future__ import annotations
