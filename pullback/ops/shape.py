@@ -414,9 +414,7 @@ iota = Op(
 )
 
 
-def _empty_infer(ts, shape, dtype):
-    if ts:
-        raise ShapeError(f"empty takes no operands, got {len(ts)}")
+def _empty_infer(ts, shape, dtype):  # no operands: ``arity``
     if any(d < 0 for d in shape):
         raise ShapeError(f"empty: negative dimensions in {list(shape)}")
     return TensorType(tuple(shape), dtype)

@@ -175,6 +175,11 @@ def linear(shape, idx) -> Expr:
     return total
 
 
+def same_but_ones(a: Sequence[int], b: Sequence[int]) -> bool:
+    """Whether shapes ``a`` and ``b`` differ at most by axes of one."""
+    return [d for d in a if d != 1] == [d for d in b if d != 1]
+
+
 def element_at(dest: str, shape: Sequence[int], idx: Sequence[Expr]) -> Expr:
     """Element ``idx`` of buffer ``dest`` (the local itself for a 0-d value)."""
     return Sym(dest) if len(shape) == 0 else Load(Sym(dest), linear(shape, idx))

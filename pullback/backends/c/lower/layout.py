@@ -26,6 +26,7 @@ from ..loops.ir import (
     element_at,
     linear,
     map_exprs,
+    same_but_ones,
     strides,
 )
 from .elementwise import op_elementwise
@@ -70,8 +71,7 @@ def op_reshape(lw: Lowering, eqn: Eqn) -> None:
     if id(out) in lw.plan.fusible and id(eqn.inputs[0]) in lw.fused.remaps:
         lw.fused.remaps[id(out)] = lw.fused.remaps[id(eqn.inputs[0])]
         if id(eqn.inputs[0]) in lw.fused.by_axes and \
-                [d for d in out.type.shape if d != 1] == \
-                [d for d in eqn.inputs[0].type.shape if d != 1]:
+                same_but_ones(out.type.shape, eqn.inputs[0].type.shape):
             lw.fused.by_axes.add(id(out))
         return
     if id(out) in lw.plan.fusible and id(eqn.inputs[0]) in lw.fused.exprs:

@@ -56,6 +56,7 @@ from ..loops.ir import (
     ctype,
     element_at,
     linear,
+    same_but_ones,
     strides,
 )
 from ..plan.module import ModulePlan
@@ -608,12 +609,11 @@ class Lowering:
         known = self.in_kernel.axes
         if known is None or index is not known[0]:
             known = self.made_at.get(id(index))
-        if known is not None:
+        if known is not None and same_but_ones(shape, known[2]):
             # the same array but for axes of one (a slice read through its reshape)
             mine = [k for k, d in enumerate(shape) if d != 1]
             theirs = [k for k, d in enumerate(known[2]) if d != 1]
-            if [shape[k] for k in mine] == [known[2][k] for k in theirs]:
-                return known[1][theirs[mine.index(axis)]]
+            return known[1][theirs[mine.index(axis)]]
         stride = math.prod(shape[axis + 1:])
         along = Bin("/", index, Int(stride)) if stride > 1 else index
         return along if math.prod(shape[:axis]) == 1 else Bin("%", along, Int(shape[axis]))
