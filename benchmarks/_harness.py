@@ -438,6 +438,7 @@ def measure(system: str, what: str, fn: Callable[[], Any], *,
             first = time.perf_counter() - t0
             if kind == "pullback":  # its native build's warnings are caught too
                 _finish_builds()
+            ready = time.perf_counter() - t0
         fell_back = [str(w.message) for w in caught if "interpreter" in str(w.message)]
         if fell_back:
             note = f"{note} RAN ON THE INTERPRETER: {fell_back[0]}".strip()
@@ -448,6 +449,8 @@ def measure(system: str, what: str, fn: Callable[[], Any], *,
         return fail(system, what, e, kind=kind)
     finally:
         kept.clear()
+    if not keep and ready > 1.2 * first:  # (a first call built quickly: ``tiered``)
+        note = f"{note} optimised code from {ready:.3g} s".strip()
     return record(system, what, kind=kind, first_s=None if keep else first, median_s=med,
                   min_s=mn, reps=reps, err=err, note=note, contention=cont)
 

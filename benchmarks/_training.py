@@ -11,6 +11,7 @@ on from there.  The row's note gives the loss of step STEPS.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -139,8 +140,9 @@ def train_rows(system: str, step: Step, batches: Sequence[tuple], ref: list[floa
         return None if ref is None else H.relerr(seen, ref)
 
     row = H.measure(system, f"{model} step".strip(), run, check=check, kind=kind)
+    ready = re.search(r"optimised code from \S+ s", row["note"] or "")
     if seen:
         row["note"] = f"loss at step {STEPS}: {seen[-1]:.5f} {row['note']}".strip()
     if compiled and row["first_s"]:
         H.record(system, f"{model} compile".strip(), kind=kind, first_s=row["first_s"],
-                 note="first call: compile + one step")
+                 note="first call: compile + one step" + (f"; {ready[0]}" if ready else ""))

@@ -115,16 +115,19 @@ def _compile(staged: Staged, backend: str, donated: dict[int, int]) -> None:
     if backend != "c":
         return
 
-    def build() -> Callable[..., list]:
+    def build(quick: bool = False) -> Callable[..., list]:
         from .backends import c
 
         with tiered.BUILDING:
-            return c.compile_func(staged.func, donated)
+            return c.compile_func(staged.func, donated, quick=quick)
 
     if tiered.worth_it(staged.func):
         tiered.defer(staged, build)
     else:
-        staged.runner = _native(staged, build)
+        staged.runner = _native(staged, functools.partial(build, config.tiered()))
+        upgrade = getattr(staged.runner, "upgrade", None)
+        if upgrade is not None:  # not under BUILDING: other builds pass it
+            tiered.defer(staged, upgrade, upgrade=True)
 
 
 def _native(staged: Staged, build: Callable[[], Callable[..., list]]) -> Any:
@@ -143,9 +146,15 @@ def _native(staged: Staged, build: Callable[[], Callable[..., list]]) -> Any:
 
 def _switch(staged: Staged, build: Future | None) -> None:
     """Run ``staged`` natively from now on if its deferred ``build`` made native code;
-    what the build raised is raised here."""
-    if build is not None:
-        staged.runner = _native(staged, build.result)
+    what the build raised is raised here, but for an upgrade's: the code it would have
+    replaced goes on running, with a warning."""
+    if build is None:
+        return
+    if staged.runner is not None and build.exception() is not None:
+        _warn_once(f"pullback: {staged.func.name} goes on running the code built quickly "
+                   f"for its first call: building it optimised failed: {build.exception()}")
+        return
+    staged.runner = _native(staged, build.result)
 
 
 def finish_builds() -> None:
@@ -188,10 +197,13 @@ def run(staged: Staged, sig: Signature, extra: Sequence[Any] = ()) -> Any:
     values of its ``extra`` parameters); its result, and the arguments it mutates
     written back.  A specialisation whose native code is deferred (``tiered``) runs on
     the interpreter once, starting its build when that run ends; a later call waits for
-    the build and runs natively."""
+    the build and runs natively.  One built quickly runs so until its optimised build,
+    started when its first call ends, is ready: calls do not wait for that one."""
     if not tiered.pending(staged):
         return _run(staged, sig, extra)
-    if tiered.started(staged):
+    if tiered.upgrading(staged):
+        _switch(staged, tiered.ready(staged))
+    elif tiered.started(staged):
         _switch(staged, tiered.wait(staged))
     try:
         return _run(staged, sig, extra)
@@ -403,7 +415,7 @@ class Jitted:
             if staged.writeback or staged.outside_writeback:
                 return self._run_writing(staged, sig, args, kwargs)
             result = run(staged, sig)
-            if not kwargs and staged.runner is not None:
+            if not kwargs and staged.runner is not None and not tiered.pending(staged):
                 from .backends import c
 
                 spec.fast = c.fast_entry(staged, sig, args) or spec.fast

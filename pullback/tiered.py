@@ -22,6 +22,13 @@ a running one; what the build raised is the caller's to report (``api``).  A
 child forked while builds run has none of their threads: its pending builds are dropped
 (its calls of them run on the interpreter) rather than waited for forever, and the locks
 a build thread held are made anew.
+A specialisation built before its first call builds quickly where its module is large
+(``-O1``: ``compiler.QUICK_FLAGS``, ``pipeline.QUICK_LINES``) and is upgraded: its
+optimised build starts on a thread from the end of its first call, and calls run the
+quick code until it is ready (``upgrading``: they take it then, and never wait for
+it).  The upgrade does not hold ``BUILDING``, so other functions' first builds go on
+beside it.
+
 ``PULLBACK_TIERED=0`` turns tiering off (``config.tiered``).
 """
 
@@ -45,8 +52,9 @@ BUDGET_S = 0.05
 BUILDING = threading.Lock()
 
 _lock = threading.Lock()
-#: Specialisations whose native code is pending, by id: (specialisation, build, thread).
-_pending: dict[int, tuple[Any, Future, threading.Thread]] = {}
+#: Specialisations whose native code is pending, by id: (specialisation, build, thread,
+#: whether it is an upgrade).
+_pending: dict[int, tuple[Any, Future, threading.Thread, bool]] = {}
 
 
 def _forked() -> None:
@@ -68,8 +76,9 @@ def worth_it(func: Func) -> bool:
     return cost is not None and cost <= BUDGET_S
 
 
-def defer(staged: Any, build: Callable[[], Any]) -> None:
-    """Build ``staged``'s native code with ``build`` on a thread started by ``start``."""
+def defer(staged: Any, build: Callable[[], Any], *, upgrade: bool = False) -> None:
+    """Build ``staged``'s native code with ``build`` on a thread started by ``start``;
+    ``upgrade``: it replaces native code that runs meanwhile (``upgrading``)."""
     future: Future = Future()
 
     def target() -> None:
@@ -84,12 +93,19 @@ def defer(staged: Any, build: Callable[[], Any]) -> None:
 
     thread = threading.Thread(target=target, name=f"pullback-build-{staged.func.name}")
     with _lock:
-        _pending[id(staged)] = (staged, future, thread)
+        _pending[id(staged)] = (staged, future, thread, upgrade)
 
 
 def pending(staged: Any) -> bool:
     """Whether ``staged``'s native code is deferred and not yet taken (``ready``)."""
     return id(staged) in _pending
+
+
+def upgrading(staged: Any) -> bool:
+    """Whether ``staged``'s pending build replaces native code (calls take it when it is
+    ``ready``, and do not wait for it)."""
+    entry = _pending.get(id(staged))
+    return entry is not None and entry[3]
 
 
 def started(staged: Any) -> bool:

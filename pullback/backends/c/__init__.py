@@ -27,7 +27,7 @@ library; a compiled function collected hands its kept memory back.
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ...ir.core import Func
@@ -52,14 +52,17 @@ def source_of(func: Func, donated: Mapping[int, int] | None = None) -> Source:
     return pipeline.run(func, until="c", donated=donated)
 
 
-def compile_func(func: Func, donated: Mapping[int, int] | None = None) -> Compiled:
+def compile_func(func: Func, donated: Mapping[int, int] | None = None, *,
+                 quick: bool = False) -> Compiled:
     """Native code for ``func``; raises ``Unsupported`` for what the backend lacks.
     ``donated``: the array parameters callers hand over, each with the result of its
     type it may be updated into in place (``pb.jit(..., donate_argnums=)``).  A function
     the cache's index knows loads its module without running the stages (``call/
     index.py``).  The first compile in a process starts the compiler probes and the
     glue library every module links (where the cache lacks them) as soon as the index
-    has no entry, before it imports the stages, which then run beside them."""
+    has no entry, before it imports the stages, which then run beside them.  ``quick``:
+    a large module builds quickly first, and the result's ``upgrade`` builds it
+    optimised (the index records that one)."""
     donated = dict(donated or {})
     key = index.key(func, donated) if index.used() else None
     if key is not None:
@@ -69,9 +72,18 @@ def compile_func(func: Func, donated: Mapping[int, int] | None = None) -> Compil
     _start_once()  # before the stages are imported: the glue's build takes longest
     from . import pipeline
 
-    compiled = pipeline.run(func, donated=donated)
+    compiled = pipeline.run(func, donated=donated, quick=quick)
     if key is not None:
-        index.record(key, compiled)
+        if compiled.upgrade is None:
+            index.record(key, compiled)
+        else:
+            compiled.upgrade = functools.partial(_recorded, key, compiled.upgrade)
+    return compiled
+
+
+def _recorded(key: str, build: Callable[[], Compiled]) -> Compiled:
+    compiled = build()
+    index.record(key, compiled)
     return compiled
 
 

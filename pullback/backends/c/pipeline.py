@@ -28,6 +28,7 @@ would keep the stages up to ``loops`` (prepare, plan and loop IR) and swap ``c``
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -37,7 +38,7 @@ from ... import config
 from ...ir.core import Block, Func, Module
 from ...ir.types import TensorType
 from ...ir.verify import verify
-from .build.compiler import build_module
+from .build.compiler import build_module, built_quickly, quick_builds
 from .build.libraries import HEADERS, needed
 from .build.long_builds import check_size, reported
 from .build.threads import runs_parallel
@@ -53,14 +54,20 @@ from .prepare.pieces import concatenate_pieces
 from .prepare.products import outer_products
 from .prepare.scalars import hoist_scalars
 
+#: The fewest lines of C a module has for its first build to be quick: below, GCC's
+#: time is mostly its start and the prelude's, whatever the level.
+QUICK_LINES = 300
+
 
 class Entry(NamedTuple):
     """What a module is compiled from: the entry function, and the array parameters its
     caller hands over (``donated``: parameter -> the result it may be updated into in
-    place; see ``plan.donation.entry_pairs`` and ``plan.module.ModulePlan``)."""
+    place; see ``plan.donation.entry_pairs`` and ``plan.module.ModulePlan``), and
+    whether a large module builds quickly first (``build``)."""
 
     func: Func
     donated: Mapping[int, int]
+    quick: bool = False
 
 
 class Planned(NamedTuple):
@@ -102,11 +109,18 @@ def emit(entry: Entry, lowered: LoweredModule) -> Source:
 
 
 def build(entry: Entry, src: Source) -> Compiled:
+    """The module built, quickly first where ``entry`` asks and it is large (``QUICK_
+    LINES``): then its ``upgrade`` builds it as asked."""
     lines = src.text.count("\n") + 1
+    quick = entry.quick and lines >= QUICK_LINES and quick_builds()
     with reported(f"compiling {entry.func.name} ({lines} lines of C)"):
-        built = build_module(src.text, src.name, headers=HEADERS, libraries=needed(src.text))
-    return Compiled(entry.func, built, [Site.of(e) for e in src.checks],
-                    [Printed.of(e) for e in src.prints], src.text)
+        built = build_module(src.text, src.name, headers=HEADERS, libraries=needed(src.text),
+                             quick=quick)
+    compiled = Compiled(entry.func, built, [Site.of(e) for e in src.checks],
+                        [Printed.of(e) for e in src.prints], src.text)
+    if built_quickly(built):
+        compiled.upgrade = functools.partial(build, entry._replace(quick=False), src)
+    return compiled
 
 
 def describe_plan(planned: Planned) -> str:
@@ -167,14 +181,15 @@ STAGES: list[Stage] = [
 ]
 
 
-def run(func: Func, until: str = STAGES[-1].name, donated: Mapping[int, int] | None = None
-        ) -> Any:
+def run(func: Func, until: str = STAGES[-1].name, donated: Mapping[int, int] | None = None,
+        quick: bool = False) -> Any:
     """The output of stage ``until`` for ``func`` (whose caller hands over the array
-    parameters ``donated`` maps to results), every stage before it run in order (each
+    parameters ``donated`` maps to results; ``quick``: see ``Entry``), every stage before
+    it run in order (each
     printed when ``PULLBACK_DUMP`` names it).  Stages may rewrite what the stage before
     made (the loop passes rewrite functions in place): to look at a stage's output, run
     the pipeline up to it."""
-    entry = Entry(func, MappingProxyType(dict(donated or {})))
+    entry = Entry(func, MappingProxyType(dict(donated or {})), quick)
     value: Any = entry
     for stage in STAGES:
         value = stage.run(entry, value)

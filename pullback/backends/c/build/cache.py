@@ -136,13 +136,17 @@ def _remove_own(path: Path, pid: int) -> None:
 
 def load(key: str, module_name: str, build: Callable[[Path], None]) -> ModuleType:
     """The extension module for key: the one already loaded in this process, else the
-    intact cache entry, else a fresh one that build(path) writes to path."""
-    with _lock:
-        module = _modules.get(key)
-        if module is None:
-            module = _modules[key] = _import(entry(key, f"{module_name}.so", build),
-                                             module_name)
-        return module
+    intact cache entry, else a fresh one that build(path) writes to path.  A build holds
+    no lock: one on a thread of its own (an optimised build, ``tiered``) leaves the
+    others to go on."""
+    module = _modules.get(key)
+    if module is None:
+        path = entry(key, f"{module_name}.so", build)
+        with _lock:
+            module = _modules.get(key)
+            if module is None:
+                module = _modules[key] = _import(path, module_name)
+    return module
 
 
 def loaded(key: str, module_name: str) -> ModuleType | None:

@@ -53,7 +53,8 @@ class Compiled:
     """A function compiled to native code, called like ``interp.run``; ``call(args,
     form)`` is the fast entry for callers that know the argument and result forms.
     ``source``: the module's C, or what makes it again when asked (a module the index
-    gave has none at hand)."""
+    gave has none at hand).  ``upgrade``: for a module built quickly, what builds it
+    optimised (``tiered``), else None."""
 
     def __init__(self, func: Func, module: Any, sites: Sequence[Site],
                  prints: Sequence[Printed], source: str | Callable[[], str]):
@@ -64,6 +65,7 @@ class Compiled:
         self.sites = list(sites)
         self.prints = list(prints)
         self._source = source
+        self.upgrade: Callable[[], Compiled] | None = None
         hooks = _Hooks(self.sites, self.prints)
         module.set_hooks(hooks._print, hooks._exception)
         limits.apply(module)
