@@ -526,7 +526,9 @@ def measure_pullback(fn: Callable, args: tuple, argnums: tuple[int, ...],
             kind="pullback")
 
 
-def _warm_pullback() -> None:
+def warm_pullback() -> None:
+    """pullback's one-time start-up on this machine (its cache directory): built here, it
+    is not in the first-call times (nor GradBench's compile column, ``--cold-cache``)."""
     import numpy as np
 
     import pullback as pb
@@ -565,7 +567,7 @@ def _warm_torch_compile() -> None:
     torch.compile(lambda v: (v * v).sum())(v).backward()
 
 
-_WARM_UPS = {"pullback": _warm_pullback, "jax": _warm_jax, "numba": _warm_numba,
+_WARM_UPS = {"pullback": warm_pullback, "jax": _warm_jax, "numba": _warm_numba,
              "torch.compile": _warm_torch_compile}
 
 
