@@ -22,6 +22,7 @@ a running one; what the build raised is the caller's to report (``api``).  A
 child forked while builds run has none of their threads: its pending builds are dropped
 (its calls of them run on the interpreter) rather than waited for forever, and the locks
 a build thread held are made anew.
+
 A specialisation built before its first call builds quickly where its module is large
 (``-O1``: ``compiler.QUICK_FLAGS``, ``pipeline.QUICK_LINES``) and is upgraded: its
 optimised build starts on a thread from the end of its first call, and calls run the

@@ -185,10 +185,9 @@ def run(func: Func, until: str = STAGES[-1].name, donated: Mapping[int, int] | N
         quick: bool = False) -> Any:
     """The output of stage ``until`` for ``func`` (whose caller hands over the array
     parameters ``donated`` maps to results; ``quick``: see ``Entry``), every stage before
-    it run in order (each
-    printed when ``PULLBACK_DUMP`` names it).  Stages may rewrite what the stage before
-    made (the loop passes rewrite functions in place): to look at a stage's output, run
-    the pipeline up to it."""
+    it run in order (each printed when ``PULLBACK_DUMP`` names it).  Stages may rewrite
+    what the stage before made (the loop passes rewrite functions in place): to look at a
+    stage's output, run the pipeline up to it."""
     entry = Entry(func, MappingProxyType(dict(donated or {})), quick)
     value: Any = entry
     for stage in STAGES:
