@@ -144,7 +144,7 @@ def quick(monkeypatch, tmp_path):
     monkeypatch.delenv("PULLBACK_CFLAGS", raising=False)
     monkeypatch.setattr(pipeline, "QUICK_LINES", 1)
     path = tmp_path / "salted.py"
-    path.write_text(_TANH_STEPS.format(salt=time.time_ns() % 1_000_003))
+    path.write_text(_TANH_STEPS.format(salt=(time.time_ns() % 1_000_003) / 1_000_003))
     spec = importlib.util.spec_from_file_location("salted", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -238,3 +238,34 @@ def test_no_quick_build_where_the_level_is_set_or_tiering_is_off(quick, monkeypa
     f(x, n)
     staged, _ = f.specialise(x, n)
     assert staged.runner.upgrade is None and not tiered.pending(staged)
+
+
+def test_quick_builds_the_ways_users_call(quick):
+    """jit(grad(f)), grad(jit(f)), a jitted helper called from jitted code and a transform
+    built in a loop: each gives float64 central differences' gradient (or plain Python's
+    value) on the quick code and, after ``finish_builds``, the same bits optimised."""
+    from .differences import central_difference
+
+    n = np.int64(3)
+    x = np.linspace(-1.0, 1.0, 5)
+
+    def loss(v, k):
+        return np.sum(quick(v, k) ** 2)
+
+    want = central_difference(lambda v: loss(v, 3), x)
+    helper = pb.jit(quick, backend="c")
+    ways = {
+        "jit(grad)": pb.jit(pb.grad(loss), backend="c"),
+        "grad(jit)": pb.grad(pb.jit(loss, backend="c")),
+        "helper": pb.jit(lambda v, k: helper(v, k) * 2.0, backend="c"),
+    }
+    first = {name: f(x, n) for name, f in ways.items()}
+    for _ in range(2):  # built inline, each time
+        first["loop"] = pb.jit(pb.grad(loss), backend="c")(x, n)
+    assert ways["jit(grad)"].specialise(x, n)[0].runner.upgrade is not None
+    for name in ("jit(grad)", "grad(jit)", "loop"):
+        np.testing.assert_allclose(first[name], want, rtol=1e-6, atol=1e-8, err_msg=name)
+    np.testing.assert_allclose(first["helper"], 2.0 * quick(x, n), rtol=1e-14)
+    api.finish_builds()
+    for name, f in ways.items():
+        np.testing.assert_array_equal(f(x, n), first[name], err_msg=name)
